@@ -1,0 +1,198 @@
+"""GPU acceptance run for the installed wheel (issues: build pipeline, wheel): numerics of chosen sm90 variants
+through the native launcher, the dispatched op at serving shapes, CUDA-graph replay with fresh inputs, host
+overhead and cold start. Prints a table per check; writes the figures as JSON to $OUT (or ./gpu_check.json).
+
+    python bench/h200_check.py            # with sparse_mla_aot installed from wheels/
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+import sparse_mla_aot
+from sparse_mla_aot import sparse_mla_decode
+from sparse_mla_aot.paths import FORCE_ENV
+from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
+
+SHAPES = {"v32": dict(h_q=128, topk=2048), "model1": dict(h_q=64, topk=512, extra_topk=128)}
+RESULTS: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+
+
+def _inputs(kv_format: str, b: int, s_q: int, seed: int, **extra) -> dict:
+    shape = dict(SHAPES[kv_format], **extra)
+    return make_inputs(b, s_q, kv_format=kv_format, with_sink=True, with_topk_length=True, seed=seed,
+                       device="cuda", **shape)
+
+
+def _decode(inputs: dict, **kw):
+    out = torch.full((*inputs["q"].shape[:3], 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    lse = torch.full(inputs["q"].shape[:3], float("nan"), dtype=torch.float32, device="cuda")
+    return sparse_mla_decode(**inputs, out=out, lse=lse, **kw)
+
+
+def _check(inputs: dict, out, lse) -> dict:
+    ref_out, ref_lse = reference_sparse_mla_decode(**inputs)
+    return check_close(out.float(), lse, ref_out.float(), ref_lse.float())
+
+
+def variant_numerics() -> list:
+    """bh {16, 64} x bt {16, 32}, 4 warps, 2 stages, both layouts, forced, 4 splits."""
+    rows = []
+    for kv_format in ("v32", "model1"):
+        inputs = _inputs(kv_format, 4, 1, seed=1, h_q=64)
+        for bh in (16, 64):
+            for bt in (16, 32):
+                os.environ[FORCE_ENV] = f"block_h={bh},block_t={bt},num_warps=4,num_stages=2,num_splits=4"
+                try:
+                    figures = _check(inputs, *_decode(inputs))
+                except ValueError as error:  # pruned for this target: say so, with the reason
+                    figures = {"ok": None, "pruned": str(error)}
+                rows.append({"kv_format": kv_format, "variant": f"bh{bh}_bt{bt}_w4_s2", **figures})
+    os.environ.pop(FORCE_ENV)
+    return rows
+
+
+def dispatched_numerics_and_graphs() -> list:
+    rows = []
+    for kv_format in ("v32", "model1"):
+        for b in (1, 8, 32, 96):
+            for s_q in (1, 2):
+                eager_inputs = _inputs(kv_format, b, s_q, seed=10 + b + s_q)
+                figures = _check(eager_inputs, *_decode(eager_inputs))
+                # Capture with one set of inputs, then copy in fresh ones (new q, cache bytes, indices, lengths).
+                static = _inputs(kv_format, b, s_q, seed=100 + b)
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    g_out, g_lse = sparse_mla_decode(**static)
+                fresh = _inputs(kv_format, b, s_q, seed=200 + b)
+                for key in ("q", "indices", "topk_length", "extra_indices", "extra_topk_length", "attn_sink"):
+                    if static.get(key) is not None:
+                        static[key].copy_(fresh[key])
+                for key in ("k_cache", "extra_k_cache"):
+                    if static.get(key) is not None:
+                        static[key].untyped_storage().copy_(fresh[key].untyped_storage())
+                graph.replay()
+                torch.cuda.synchronize()
+                e_out, e_lse = _decode(fresh)
+                same = bool(torch.equal(g_out, e_out) and torch.equal(g_lse, e_lse))
+                replay = _check(fresh, g_out, g_lse)
+                rows.append({"kv_format": kv_format, "b": b, "s_q": s_q, "explain":
+                             sparse_mla_aot.explain(b, s_q, SHAPES[kv_format]["h_q"], kv_format),
+                             "eager": figures, "replay": replay, "replay_equals_eager": same})
+    return rows
+
+
+def _median_us(fn, calls: int) -> dict:
+    """Host time of fn() with an idle GPU queue (synchronize before each sample, not inside it)."""
+    samples = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    samples.sort()
+    return {"median_us": samples[calls // 2] / 1000, "p10_us": samples[calls // 10] / 1000,
+            "p90_us": samples[calls * 9 // 10] / 1000}
+
+
+def host_overhead(calls: int = 2000) -> dict:
+    """Whole eager call, and its parts, at model1 h_q 16 topk 512 b=1 (preallocated out/lse)."""
+    from sparse_mla_aot import dispatch, ops, plan, validation
+
+    inputs = _inputs("model1", 1, 1, seed=5, h_q=16, extra_topk=0)
+    out = torch.empty((1, 1, 16, 512), dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty((1, 1, 16), dtype=torch.float32, device="cuda")
+    for _ in range(50):
+        sparse_mla_decode(**inputs, out=out, lse=lse)
+    call = validation.check_arguments(**inputs, out=out, lse=lse)
+    kernels = ops._kernels_for(0)
+    choice = dispatch.choose(kernels.catalog, kernels.target, "model1", 16, 1)
+    split, combine = kernels.kernels[choice.variant], kernels.kernels["combine"]
+    p = plan.make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
+    partials = plan.allocate_partials(p, call.q.device)
+    stream = torch.cuda.current_stream().cuda_stream
+    split_args = plan.split_arguments(call, p, *partials)
+    combine_args = plan.combine_arguments(call, p, *partials, out, lse)
+    return {
+        "whole_call": _median_us(lambda: sparse_mla_decode(**inputs, out=out, lse=lse), calls),
+        "validation": _median_us(lambda: validation.check_devices(validation.check_arguments(
+            **inputs, out=out, lse=lse)), calls),
+        "dispatch": _median_us(lambda: dispatch.choose(kernels.catalog, kernels.target, "model1", 16, 1), calls),
+        "plan_and_workspace": _median_us(lambda: plan.allocate_partials(
+            plan.make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits), call.q.device),
+            calls),
+        "argument_packing": _median_us(lambda: (plan.split_arguments(call, p, *partials),
+                                                plan.combine_arguments(call, p, *partials, out, lse)), calls),
+        "two_launches": _median_us(lambda: (kernels.launch(split, p.split_grid, stream, split_args),
+                                            kernels.launch(combine, p.combine_grid, stream, combine_args)), calls),
+        "calls": calls,
+    }
+
+
+COLD = r"""
+import sys, time, torch
+torch.cuda.init(); torch.empty(1, device="cuda"); torch.cuda.synchronize()
+t0 = time.perf_counter()
+import sparse_mla_aot
+t_import = time.perf_counter() - t0
+from sparse_mla_aot.reference import make_inputs, reference_sparse_mla_decode, check_close  # untimed: test data
+inputs = make_inputs(8, 1, 64, 512, "model1", extra_topk=128, device="cuda", seed=3)
+torch.cuda.synchronize()
+t1 = time.perf_counter()
+out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
+torch.cuda.synchronize()
+t_first_call = time.perf_counter() - t1
+ok = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))["ok"]
+print(f"{t_import + t_first_call:.4f} {ok} {'triton' in sys.modules} {t_import:.4f} {t_first_call:.4f}")
+"""
+
+
+def cold_start(runs: int = 3) -> dict:
+    values = []
+    for _ in range(runs):
+        seconds, ok, triton_loaded, import_s, first_call_s = subprocess.run(
+            [sys.executable, "-c", COLD], capture_output=True, text=True, check=True).stdout.split()
+        values.append({"seconds": float(seconds), "import_s": float(import_s), "first_call_s": float(first_call_s),
+                       "correct": ok == "True", "triton_imported": triton_loaded})
+    return {"runs": values, "median_s": statistics.median(v["seconds"] for v in values)}
+
+
+def main() -> None:
+    RESULTS["target"] = sparse_mla_aot.prepare()
+    RESULTS["variants"] = variant_numerics()
+    print(f"{RESULTS['target']} variants (forced, 4 splits), b=4 h_q=64, sink + topk_length:")
+    for r in RESULTS["variants"]:
+        if r["ok"] is None:
+            print(f"  {r['kv_format']:<7} {r['variant']:<14} {r['pruned'][:110]}")
+            continue
+        print(f"  {r['kv_format']:<7} {r['variant']:<14} rel_err {r['rel_err']:.2e}  cos {r['cos_diff']:.1e}  "
+              f"lse {r['lse_max_err']:.1e}  {'PASS' if r['ok'] else 'FAIL ' + '; '.join(r['failures'])}")
+    RESULTS["dispatched"] = dispatched_numerics_and_graphs()
+    print("dispatched op (v32 h128 topk 2048; model1 h64 topk 512 + 128 extra), eager and graph replay:")
+    for r in RESULTS["dispatched"]:
+        e, g = r["eager"], r["replay"]
+        print(f"  {r['kv_format']:<7} b={r['b']:<3} s_q={r['s_q']}  eager rel {e['rel_err']:.2e} "
+              f"{'PASS' if e['ok'] else 'FAIL'}  replay-with-fresh-inputs rel {g['rel_err']:.2e} "
+              f"{'PASS' if g['ok'] else 'FAIL'}  ==eager {r['replay_equals_eager']}  [{r['explain'][:60]}]")
+    RESULTS["triton_in_sys_modules"] = "triton" in sys.modules
+    RESULTS["host_overhead"] = host_overhead()
+    RESULTS["cold_start"] = cold_start()
+    print(f"triton in sys.modules after calls: {RESULTS['triton_in_sys_modules']}")
+    for part, h in RESULTS["host_overhead"].items():
+        if part != "calls":
+            print(f"host time, {part}: median {h['median_us']:.2f} us (p10 {h['p10_us']:.2f}, p90 {h['p90_us']:.2f})")
+    print(f"cold start (import -> first correct result): {RESULTS['cold_start']}")
+    path = os.path.join(os.environ.get("OUT", "."), f"gpu_check_{RESULTS['target']}.json")
+    with open(path, "w") as f:
+        json.dump(RESULTS, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Build stages of sparse-mla-aot: render -> compile -> inspect -> select -> report (-> package)."""

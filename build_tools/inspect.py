@@ -1,0 +1,52 @@
+"""Stage 3: read a compiled cubin's resources and instructions with the cuobjdump that ships with Triton
+(no GPU needed)."""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
+RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+ELF_ARCH = re.compile(r"\bsm=(\d+[a-z]?)")
+
+
+@dataclass(frozen=True)
+class CubinInspection:
+    elf_arch: str  # e.g. "sm_120a"
+    registers: int
+    stack_bytes: int
+    shared_static_bytes: int
+    local_bytes: int
+    mma_instructions: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "mma_instructions": list(self.mma_instructions)}
+
+
+def cuobjdump_path() -> Path:
+    import triton
+
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+
+
+def _cuobjdump(*args: str) -> str:
+    return subprocess.run([str(cuobjdump_path()), *args], check=True, capture_output=True, text=True).stdout
+
+
+def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
+    usage = _cuobjdump("--dump-resource-usage", str(cubin))
+    section = usage.split(f"Function {kernel_name}:", 1)
+    match = RESOURCE_LINE.search(section[1] if len(section) == 2 else "")
+    if match is None:
+        raise RuntimeError(f"cuobjdump printed no resource line for {kernel_name} in {cubin}:\n{usage}")
+    registers, stack, shared, local = (int(g) for g in match.groups())
+    arch = ELF_ARCH.search(_cuobjdump("--dump-elf", str(cubin))[:400])
+    sass = _cuobjdump("--dump-sass", str(cubin))
+    mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(sass)})
+    return CubinInspection(
+        elf_arch=f"sm_{arch.group(1)}" if arch else "unknown",
+        registers=registers, stack_bytes=stack, shared_static_bytes=shared, local_bytes=local,
+        mma_instructions=tuple(mma),
+    )

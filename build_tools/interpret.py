@@ -1,0 +1,49 @@
+"""Run rendered kernels under the Triton interpreter (TRITON_INTERPRET=1) with the runtime's own launch plan
+and argument packing, on CPU tensors: how CI checks kernel logic without a GPU (SPEC section 8)."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from build_tools.compile import load_jit_function
+from build_tools.render import RenderedKernel, render_combine, render_split
+from build_tools.variant import Variant
+from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
+from sparse_mla_aot.validation import D_V, check_arguments
+
+
+def _itself(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def _interpreted(rendered: RenderedKernel, directory: Path):
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("set TRITON_INTERPRET=1 before importing triton to use interpret_decode "
+                           "(Triton picks interpreter or compiler for its library functions at import)")
+    path = directory / f"{rendered.name}_interp.py"
+    path.write_text(rendered.source)
+    return load_jit_function(path, rendered.kernel_name)
+
+
+def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, softmax_scale,
+                     **options) -> tuple[torch.Tensor, torch.Tensor]:
+    """sparse_mla_decode on CPU tensors through the interpreter, float32 dot operands; returns (out, lse)."""
+    call = check_arguments(q, k_cache, indices, softmax_scale, **options)
+    if call.kv_format != variant.kv_format:
+        raise ValueError(f"variant {variant.name} is for {variant.kv_format}; inputs are {call.kv_format}")
+    plan = make_plan(call, variant.name, variant.block_h, variant.block_t, num_splits)
+    partial_out, partial_lse = allocate_partials(plan, q.device)
+    partial_out.fill_(float("nan"))
+    partial_lse.fill_(float("nan"))
+    out = torch.full((call.batch, call.s_q, call.h_q, D_V), float("nan"), dtype=torch.bfloat16)
+    lse = torch.full((call.batch, call.s_q, call.h_q), float("nan"), dtype=torch.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        split = _interpreted(render_split(variant, dot_dtype="float32"), Path(tmp))
+        combine = _interpreted(render_combine(), Path(tmp))
+        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, pointer=_itself))
+        combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse, out, lse,
+                                                       pointer=_itself))
+    return out, lse

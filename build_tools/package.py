@@ -1,0 +1,55 @@
+"""Stage 6: stage a target set's shipped binaries, every artifact record, the dispatch tables and a manifest
+into a package directory (the wheel's sparse_mla_aot/kernels/). Refuses a table that names a variant
+that was not shipped, or whose bounds are not increasing."""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import shutil
+from pathlib import Path
+
+from build_tools import paths
+from build_tools.render import write_atomic
+from sparse_mla_aot.catalog import parse_table
+
+
+def _check_table(table: dict, source: Path, shipped: set[str]) -> None:
+    """The runtime's own table rules (parse_table), plus: every row names a shipped variant."""
+    parse_table(table, str(source))
+    for row in table["rows"]:
+        if row["variant"] not in shipped:
+            raise ValueError(f"{source}: row {row} names {row['variant']}, which was not shipped for "
+                             f"{table['target']} (see build/{table['target']}/report.md)")
+
+
+def stage(targets: list[str], dest: Path, package_version: str) -> dict:
+    """Copy everything the runtime reads into dest; returns the manifest (written last)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    manifest = {"package_version": package_version, "triton_version": importlib.metadata.version("triton"),
+                "targets": {}, "tables": []}
+    for target in targets:
+        report = json.loads((paths.target_dir(target) / "report.json").read_text())
+        artifacts = {}
+        (dest / target).mkdir(parents=True)
+        for record in report["artifacts"]:
+            if record["status"] == "shipped":
+                data = (paths.target_dir(target) / record["binary"]).read_bytes()
+                if hashlib.sha256(data).hexdigest() != record["sha256"]:
+                    raise RuntimeError(f"build/{target}/{record['binary']} does not match its record; rebuild")
+                (dest / target / record["binary"]).write_bytes(data)
+                artifacts[record["name"]] = {"binary": record["binary"], "sha256": record["sha256"]}
+            (dest / target / f"{record['name']}.json").write_text(json.dumps(record, indent=1))
+        shipped = set(artifacts)
+        (dest / "tables" / target).mkdir(parents=True)
+        for source in sorted((paths.VARIANTS_DIR / target).glob("*.json")):
+            table = json.loads(source.read_text())
+            _check_table(table, source, shipped)
+            shutil.copyfile(source, dest / "tables" / target / source.name)
+            manifest["tables"].append(f"{target}/{source.name}")
+        manifest["targets"][target] = {"artifacts": artifacts,
+                                       "pruned": sorted(r["name"] for r in report["artifacts"]
+                                                        if r["status"] != "shipped")}
+    write_atomic(dest / "manifest.json", json.dumps(manifest, indent=1).encode())
+    return manifest

@@ -1,0 +1,23 @@
+"""Every directory and environment variable the build reads, in one place (tests point them at tmp dirs)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES_DIR = ROOT / "templates"
+VARIANTS_DIR = ROOT / "variants"
+GRID_FILE = VARIANTS_DIR / "grid.toml"
+TARGETS_FILE = VARIANTS_DIR / "targets.toml"
+WHEEL_DIR = ROOT / "wheels"
+
+BUILD_DIR_ENV = "SPARSE_MLA_AOT_BUILD_DIR"
+
+
+def build_dir() -> Path:
+    """Root of build outputs: $SPARSE_MLA_AOT_BUILD_DIR or <repo>/build."""
+    return Path(os.environ.get(BUILD_DIR_ENV, ROOT / "build"))
+
+
+def target_dir(target: str) -> Path:
+    return build_dir() / target

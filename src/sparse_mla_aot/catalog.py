@@ -1,0 +1,139 @@
+"""What the wheel holds: the manifest, each target's artifact records and its dispatch tables. Reads JSON
+only; loading binaries onto a GPU is launch.py's job."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from sparse_mla_aot import paths
+
+DEVICE_TARGETS = {(12, 0): "sm120", (12, 1): "sm121", (9, 0): "sm90"}
+
+
+@dataclass(frozen=True)
+class TableRow:
+    max_batch_rows: int | None  # None: open-ended last row
+    variant: str
+    num_splits: int
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    target: str
+    kv_format: str
+    h_q: int
+    rows: tuple[TableRow, ...]
+    provenance: dict
+
+    @cached_property
+    def bounds(self) -> tuple[int, ...]:
+        return tuple(row.max_batch_rows for row in self.rows[:-1])
+
+    def row_for(self, batch_rows: int) -> int:
+        """Threshold bins: the first row with batch_rows <= bound; beyond every bound, the last row."""
+        for i, bound in enumerate(self.bounds):
+            if batch_rows <= bound:
+                return i
+        return len(self.rows) - 1
+
+
+def table_name(kv_format: str, h_q: int) -> str:
+    return f"{kv_format}_h{h_q}"
+
+
+def parse_table(raw: dict, source: str) -> DispatchTable:
+    """Tables are reviewed data; a malformed one is an error naming the file and the rule broken."""
+    try:
+        rows = tuple(TableRow(r["max_batch_rows"], r["variant"], int(r["num_splits"])) for r in raw["rows"])
+        table = DispatchTable(raw["target"], raw["kv_format"], int(raw["h_q"]), rows, raw["provenance"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"dispatch table {source} is malformed: {error!r}") from error
+    if not rows or rows[-1].max_batch_rows is not None:
+        raise ValueError(f"dispatch table {source}: the last row must be open-ended (max_batch_rows null)")
+    bounds = [r.max_batch_rows for r in rows[:-1]]
+    if any(type(b) is not int for b in bounds) or bounds != sorted(set(bounds)):
+        raise ValueError(f"dispatch table {source}: bounds must be strictly increasing integers; got {bounds}")
+    return table
+
+
+class Catalog:
+    """The kernels and tables under one directory (the installed package's, or a build tree's)."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or paths.kernel_dir()
+
+    @cached_property
+    def manifest(self) -> dict:
+        path = self.root / paths.MANIFEST_NAME
+        if not path.exists():
+            raise RuntimeError(f"sparse_mla_aot: no kernel manifest at {path}; the package was installed without "
+                               f"kernels (build the wheel with `python setup.py bdist_wheel`, or set "
+                               f"{paths.KERNEL_DIR_ENV})")
+        return json.loads(path.read_text())
+
+    @property
+    def targets(self) -> list[str]:
+        return sorted(self.manifest["targets"])
+
+    def target_for_capability(self, capability: tuple[int, int]) -> str:
+        """The cubin set for a device: 12.0 -> sm120, 12.1 -> sm121, 9.0 -> sm90 (SPARSE_MLA_AOT_TARGET overrides)."""
+        override = os.environ.get(paths.TARGET_ENV)
+        if override:
+            if override not in self.manifest["targets"]:
+                raise RuntimeError(f"{paths.TARGET_ENV}={override!r}: this package holds {', '.join(self.targets)}")
+            return override
+        target = DEVICE_TARGETS.get(tuple(capability))
+        if target is None or target not in self.manifest["targets"]:
+            held = ", ".join(f"{t} (compute capability {'.'.join(map(str, c))})"
+                             for c, t in DEVICE_TARGETS.items() if t in self.manifest["targets"])
+            raise RuntimeError(f"sparse_mla_aot has no kernels for compute capability "
+                               f"{capability[0]}.{capability[1]}; this wheel holds: {held}")
+        return target
+
+    def records(self, target: str) -> dict[str, dict]:
+        """name -> the artifact's build record (status, reason, resources, params, binary, sha256)."""
+        cache = self.__dict__.setdefault("_record_cache", {})
+        if target not in cache:
+            entry = self.manifest["targets"][target]
+            names = [*entry["artifacts"], *entry["pruned"]]
+            cache[target] = {name: json.loads((self.root / target / f"{name}.json").read_text()) for name in names}
+        return cache[target]
+
+    def shipped(self, target: str) -> dict[str, dict]:
+        return {n: r for n, r in self.records(target).items() if r["status"] == "shipped"}
+
+    def binary(self, target: str, name: str) -> bytes:
+        """The binary, refused if its sha256 differs from the manifest (a tampered or mixed-up file)."""
+        entry = self.manifest["targets"][target]["artifacts"][name]
+        path = self.root / target / entry["binary"]
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry["sha256"]:
+            raise RuntimeError(f"sparse_mla_aot: {path} has sha256 {digest[:16]}…, the manifest says "
+                               f"{entry['sha256'][:16]}…; the installed package is damaged: reinstall the wheel")
+        return data
+
+    def table(self, target: str, kv_format: str, h_q: int) -> DispatchTable:
+        cache = self.__dict__.setdefault("_table_cache", {})
+        key = (target, kv_format, h_q)
+        if key not in cache:
+            path = self.root / "tables" / target / f"{table_name(kv_format, h_q)}.json"
+            if not path.exists():
+                have = sorted(p.stem for p in (self.root / "tables" / target).glob("*.json"))
+                raise ValueError(f"no dispatch table for target {target}, kv_format {kv_format!r}, h_q {h_q}; "
+                                 f"tables for {target}: {', '.join(have) or 'none'}")
+            cache[key] = parse_table(json.loads(path.read_text()), str(path))
+        return cache[key]
+
+    def tables(self, target: str) -> list[DispatchTable]:
+        return [self.table(target, *_split_table_name(p.stem))
+                for p in sorted((self.root / "tables" / target).glob("*.json"))]
+
+
+def _split_table_name(stem: str) -> tuple[str, int]:
+    kv_format, h = stem.rsplit("_h", 1)
+    return kv_format, int(h)

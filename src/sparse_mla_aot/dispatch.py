@@ -1,0 +1,99 @@
+"""Pick (split variant, num_splits) for a call: SPARSE_MLA_AOT_FORCE if set, else the target's table row
+for batch_rows = b * s_q (SPEC section 6). Depends on shapes only."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from sparse_mla_aot import paths
+from sparse_mla_aot.catalog import Catalog, DispatchTable
+
+FORCE_FIELDS = ("block_h", "block_t", "num_warps", "num_stages", "num_splits")
+VARIANT_FIELDS = FORCE_FIELDS[:-1]
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: str
+    num_splits: int
+    table: DispatchTable | None  # None when forced
+    row: int
+    forced_by: str | None = None
+
+    @property
+    def why(self) -> str:
+        """Built only when asked (explain, errors): the per-call path never formats strings."""
+        if self.table is None:
+            return f"forced by {paths.FORCE_ENV}={self.forced_by}"
+        t, bound = self.table, self.table.rows[self.row].max_batch_rows
+        where = f"<= {bound}" if bound is not None else "> every bound (last row)"
+        return (f"table {t.target}/{t.kv_format}_h{t.h_q} ({t.provenance.get('kind', '?')}) row {self.row}: "
+                f"batch_rows {where}")
+
+
+def variant_name(kv_format: str, block_h: int, block_t: int, num_warps: int, num_stages: int) -> str:
+    return f"{kv_format}_bh{block_h}_bt{block_t}_w{num_warps}_s{num_stages}"
+
+
+def parse_force(spec: str) -> dict[str, int]:
+    """'block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=16' -> dict; every field required."""
+    fields = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key.strip() not in FORCE_FIELDS:
+            raise ValueError(f"{paths.FORCE_ENV}: {part!r} is not field=value with a field among {FORCE_FIELDS}")
+        try:
+            fields[key.strip()] = int(value)
+        except ValueError:
+            raise ValueError(f"{paths.FORCE_ENV}: {key.strip()} must be an integer; got {value!r}") from None
+    missing = [f for f in FORCE_FIELDS if f not in fields]
+    if missing:
+        raise ValueError(f"{paths.FORCE_ENV}={spec!r} lacks {missing}; example: "
+                         f"block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=8")
+    if fields["num_splits"] < 1:
+        raise ValueError(f"{paths.FORCE_ENV}: num_splits must be >= 1; got {fields['num_splits']}")
+    return fields
+
+
+def _neighbours(catalog: Catalog, target: str, kv_format: str, fields: dict[str, int]) -> list[str]:
+    """Shipped variants that differ from the requested one in exactly one field."""
+    result = []
+    for name, record in catalog.shipped(target).items():
+        v = record.get("variant")
+        if v and v["kv_format"] == kv_format and sum(v[f] != fields[f] for f in VARIANT_FIELDS) == 1:
+            result.append(name)
+    return sorted(result)
+
+
+def forced_choice(catalog: Catalog, target: str, kv_format: str, spec: str) -> Choice:
+    fields = parse_force(spec)
+    name = variant_name(kv_format, *(fields[f] for f in VARIANT_FIELDS))
+    record = catalog.records(target).get(name)
+    if record is None or record["status"] != "shipped":
+        why = (f"was pruned for {target}: {record['reason']}" if record is not None
+               else f"is not in the wheel's grid for {target}")
+        near = _neighbours(catalog, target, kv_format, fields)
+        raise ValueError(f"{paths.FORCE_ENV}: variant {name} {why}; shipped neighbours: "
+                         f"{', '.join(near) or 'none'}")
+    return Choice(name, fields["num_splits"], None, 0, spec)
+
+
+def choose(catalog: Catalog, target: str, kv_format: str, h_q: int, batch_rows: int) -> Choice:
+    spec = os.environ.get(paths.FORCE_ENV)
+    if spec:
+        return forced_choice(catalog, target, kv_format, spec)
+    table = catalog.table(target, kv_format, h_q)
+    i = table.row_for(batch_rows)
+    row = table.rows[i]
+    return Choice(row.variant, row.num_splits, table, i)
+
+
+def explain(batch_rows: int, h_q: int, kv_format: str, *, target: str, catalog: Catalog | None = None) -> str:
+    """Which variant and split count a call of this shape uses on `target`, and why, with the variant's figures."""
+    catalog = catalog or Catalog()
+    choice = choose(catalog, target, kv_format, h_q, batch_rows)
+    record = catalog.records(target)[choice.variant]
+    res = record["resources"]  # every shipped record has its measured resources
+    return (f"{choice.variant}, num_splits={choice.num_splits} (clamped at run time to the tile count): "
+            f"batch_rows {batch_rows}: {choice.why}; {res['total_shared_bytes']:,} B shared, "
+            f"{res['registers']} registers")

@@ -1,0 +1,128 @@
+"""The public op: validate -> dispatch -> plan -> two launches (split, combine) on the current stream."""
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+
+from sparse_mla_aot import dispatch, paths
+from sparse_mla_aot.catalog import Catalog
+from sparse_mla_aot.launch import COMBINE, DeviceKernels
+from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
+from sparse_mla_aot.validation import D_V, DecodeCall, check_arguments, check_devices
+
+_catalog: Catalog | None = None
+_devices: dict[int, DeviceKernels] = {}
+_lock = threading.Lock()
+
+
+def catalog() -> Catalog:
+    global _catalog
+    if _catalog is None:
+        _catalog = Catalog()
+    return _catalog
+
+
+def _device_index(device) -> int:
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"device must be a CUDA device; got {device}")
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def prepare(device=None) -> str:
+    """Load the device's kernels (every variant its tables name) before CUDA-graph capture; returns the target."""
+    index = _device_index(device)
+    with _lock:
+        kernels = _devices.get(index)
+        if kernels is None:
+            target = catalog().target_for_capability(torch.cuda.get_device_capability(index))
+            kernels = DeviceKernels(catalog(), index, target)
+            kernels.load_tables()
+            _devices[index] = kernels
+    return kernels.target
+
+
+def _kernels_for(index: int) -> DeviceKernels:
+    kernels = _devices.get(index)
+    if kernels is None:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("sparse_mla_decode was first called under CUDA-graph capture: loading kernels is "
+                               "not allowed there. Call sparse_mla_aot.prepare(device) (or one eager call) "
+                               "before capturing.")
+        prepare(index)
+        kernels = _devices[index]
+    return kernels
+
+
+def check_indices(call: DecodeCall) -> None:
+    """SPARSE_MLA_AOT_CHECK=1: indices must address tokens inside their cache (synchronizes; debug only)."""
+    for name, indices, cache in (("indices", call.indices, call.k_cache),
+                                 ("extra_indices", call.extra_indices, call.extra_k_cache)):
+        if indices is None:
+            continue
+        tokens = cache.shape[0] * cache.shape[1]
+        bad = (indices < -1) | (indices >= tokens)
+        if bool(bad.any()):
+            position = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"{name}{list(position)} = {int(indices[position])} is outside the cache "
+                             f"[-1, {tokens}) (num_blocks*page_size = {tokens})")
+
+
+def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_sink=None, topk_length=None,
+                      extra_k_cache=None, extra_indices=None, extra_topk_length=None, out=None, lse=None):
+    """Sparse MLA decode (SPEC section 2). Returns (out [b, s_q, h_q, 512] bf16, lse [b, s_q, h_q] fp32)."""
+    call = check_arguments(q, k_cache, indices, softmax_scale, kv_format=kv_format, attn_sink=attn_sink,
+                           topk_length=topk_length, extra_k_cache=extra_k_cache, extra_indices=extra_indices,
+                           extra_topk_length=extra_topk_length, out=out, lse=lse)
+    device = check_devices(call)
+    if os.environ.get(paths.CHECK_ENV) == "1":
+        check_indices(call)
+    kernels = _kernels_for(device.index)
+    choice = dispatch.choose(kernels.catalog, kernels.target, call.kv_format, call.h_q, call.batch_rows)
+    split = kernels.kernels.get(choice.variant)
+    if split is None:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(f"variant {choice.variant} ({choice.why}) is not loaded and cannot be loaded under "
+                               f"CUDA-graph capture; make one eager call with the same setting before capturing")
+        kernels.load([choice.variant])
+        split = kernels.kernels[choice.variant]
+    plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
+    partial_out, partial_lse = allocate_partials(plan, device)
+    if out is None:
+        out = torch.empty((call.batch, call.s_q, call.h_q, D_V), dtype=torch.bfloat16, device=device)
+    if lse is None:
+        lse = torch.empty((call.batch, call.s_q, call.h_q), dtype=torch.float32, device=device)
+    stream = torch.cuda.current_stream(device.index).cuda_stream
+    kernels.launch(split, plan.split_grid, stream, split_arguments(call, plan, partial_out, partial_lse))
+    kernels.launch(kernels.kernels[COMBINE], plan.combine_grid, stream,
+                   combine_arguments(call, plan, partial_out, partial_lse, out, lse))
+    return out, lse
+
+
+def explain(batch: int, s_q: int, h_q: int, kv_format: str, *, target: str | None = None) -> str:
+    """Which variant and split count a call of this shape would use, and why. target None: the current GPU's."""
+    if target is None:
+        target = catalog().target_for_capability(torch.cuda.get_device_capability())
+    return dispatch.explain(batch * s_q, h_q, kv_format, target=target, catalog=catalog())
+
+
+def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata=None,
+                           num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=True, indices=None,
+                           attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
+                           extra_topk_length=None):
+    """FlashMLA's sparse-decode signature: lse comes back [b, h_q, s_q]. block_table, cache_seqlens and the
+    scheduler arguments are accepted for drop-in use and ignored (sparse decode addresses tokens by indices)."""
+    if indices is None:
+        raise ValueError("indices is required: sparse_mla_aot implements FlashMLA's sparse decode only")
+    if head_dim_v != D_V:
+        raise ValueError(f"head_dim_v must be {D_V}; got {head_dim_v}")
+    if causal:
+        raise ValueError("causal=True has no meaning for sparse decode; pass causal=False")
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** -0.5
+    out, lse = sparse_mla_decode(q, k_cache, indices, softmax_scale, attn_sink=attn_sink, topk_length=topk_length,
+                                 extra_k_cache=extra_k_cache, extra_indices=extra_indices_in_kvcache,
+                                 extra_topk_length=extra_topk_length)
+    return out, lse.transpose(1, 2)

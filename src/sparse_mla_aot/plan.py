@@ -1,0 +1,86 @@
+"""The launch plan of one call: split variant, split count, grids, workspace. It depends only on shapes and
+the batch bucket (SPEC section 7), so a CUDA graph captured with it stays right for any tensor values."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from sparse_mla_aot.validation import D_V, DecodeCall
+
+LOG2_E = 1.4426950408889634
+MAX_SPLITS = 64
+
+# Parameter order of the compiled kernels; checked against each variant's recorded signature at load time.
+SPLIT_ARG_NAMES = (
+    "q_ptr", "k_cache_ptr", "indices_ptr", "topk_length_ptr", "extra_k_cache_ptr", "extra_indices_ptr",
+    "extra_topk_length_ptr", "partial_out_ptr", "partial_lse_ptr", "sm_scale_log2", "s_q", "h_q", "topk",
+    "extra_topk", "num_splits", "has_topk_length", "has_extra_topk_length", "page_size", "block_stride",
+    "extra_page_size", "extra_block_stride",
+)
+COMBINE_ARG_NAMES = (
+    "partial_out_ptr", "partial_lse_ptr", "attn_sink_ptr", "out_ptr", "lse_ptr", "h_q", "num_splits",
+    "has_attn_sink",
+)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    variant: str
+    block_h: int
+    block_t: int
+    num_splits: int
+    split_grid: tuple[int, int, int]
+    combine_grid: tuple[int, int, int]
+    partial_shape: tuple[int, int, int]  # (batch_rows, h_q, num_splits)
+
+
+def make_plan(call: DecodeCall, variant: str, block_h: int, block_t: int, num_splits: int) -> LaunchPlan:
+    """More splits than tiles would only add empty splits: clamp to the tile count and to MAX_SPLITS."""
+    tiles = (call.topk + call.extra_topk) // block_t
+    splits = max(1, min(num_splits, tiles, MAX_SPLITS))
+    rows = call.batch_rows
+    return LaunchPlan(
+        variant=variant, block_h=block_h, block_t=block_t, num_splits=splits,
+        split_grid=(rows, math.ceil(call.h_q / block_h), splits),
+        combine_grid=(rows, call.h_q, 1),
+        partial_shape=(rows, call.h_q, splits),
+    )
+
+
+def allocate_partials(plan: LaunchPlan, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split workspaces from PyTorch's allocator (graph-pool memory under capture), one allocation for both:
+    partial out [rows, h_q, splits, 512] then partial lse [rows, h_q, splits], flat fp32."""
+    count = plan.partial_shape[0] * plan.partial_shape[1] * plan.partial_shape[2]
+    workspace = torch.empty(count * (D_V + 1), dtype=torch.float32, device=device)
+    return workspace[: count * D_V], workspace[count * D_V:]
+
+
+def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
+                    pointer: Callable = torch.Tensor.data_ptr) -> tuple:
+    """Arguments in SPLIT_ARG_NAMES order; absent optional tensors are replaced by q (never dereferenced).
+    `pointer` maps a tensor to what the launcher takes: its address (native), or itself (interpreter)."""
+    q = pointer(call.q)
+    has_extra = call.extra_indices is not None
+    return (
+        q, pointer(call.k_cache), pointer(call.indices),
+        q if call.topk_length is None else pointer(call.topk_length),
+        pointer(call.extra_k_cache) if has_extra else q,
+        pointer(call.extra_indices) if has_extra else q,
+        q if call.extra_topk_length is None else pointer(call.extra_topk_length),
+        pointer(partial_out), pointer(partial_lse),
+        call.softmax_scale * LOG2_E, call.s_q, call.h_q, call.topk, call.extra_topk, plan.num_splits,
+        int(call.topk_length is not None), int(call.extra_topk_length is not None),
+        call.page_size, call.block_stride, call.extra_page_size, call.extra_block_stride,
+    )
+
+
+def combine_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
+                      out: torch.Tensor, lse: torch.Tensor, pointer: Callable = torch.Tensor.data_ptr) -> tuple:
+    """Arguments in COMBINE_ARG_NAMES order."""
+    sink = call.attn_sink
+    partial_lse = pointer(partial_lse)
+    return (pointer(partial_out), partial_lse, partial_lse if sink is None else pointer(sink), pointer(out),
+            pointer(lse), call.h_q, plan.num_splits, int(sink is not None))

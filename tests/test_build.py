@@ -1,0 +1,85 @@
+"""The build pipeline on a reduced sm120 grid that holds the field report's case (block_h 32, block_t 32,
+8 warps, 2 stages) and its neighbours: cross-compiled without a GPU, inspected, pruned with the figure."""
+import json
+import subprocess
+
+import pytest
+
+from build_tools import paths
+from build_tools.build import build_target
+from build_tools.inspect import cuobjdump_path
+from build_tools.variant import get_target
+
+GRID = """
+[axes]
+kv_format = ["v32"]
+block_h = [32]
+block_t = [16, 32]
+num_warps = [4, 8]
+num_stages = [2]
+"""
+
+
+@pytest.fixture(scope="module")
+def sm120_build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("build")
+    grid = root / "grid.toml"
+    grid.write_text(GRID)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(paths.BUILD_DIR_ENV, str(root / "out"))
+        report = build_target("sm120", jobs=2, grid=grid)
+        yield root, grid, report, mp
+
+
+def test_report_prunes_everything_over_the_limit_with_its_figure(sm120_build):
+    _, _, report, _ = sm120_build
+    limit = get_target("sm120").max_shared_bytes
+    splits = [r for r in report["artifacts"] if r["kind"] == "split"]
+    assert len(splits) == 4
+    for record in splits:
+        shared = record["resources"]["total_shared_bytes"]
+        if shared > limit:
+            assert record["status"] == "pruned"
+            assert f"{shared:,} B shared memory > {limit:,} B" in record["reason"]
+        else:
+            assert record["status"] == "shipped", record["reason"]
+    field_case = next(r for r in splits if r["name"] == "v32_bh32_bt32_w8_s2")
+    assert field_case["status"] == "pruned"  # the field report's silently pruned config, now reported
+    md = (paths.target_dir("sm120") / "report.md").read_text()
+    assert "v32_bh32_bt32_w8_s2" in md and "pruned" in md
+
+
+def test_shipped_sm120_binaries_are_sm_120a_elves_with_tensor_cores(sm120_build):
+    _, _, report, _ = sm120_build
+    shipped = [r for r in report["artifacts"] if r["status"] == "shipped"]
+    assert shipped
+    for record in shipped:
+        path = paths.target_dir("sm120") / record["binary"]
+        assert path.read_bytes()[:4] == b"\x7fELF"
+        header = subprocess.run([str(cuobjdump_path()), "--dump-elf", str(path)], capture_output=True,
+                                text=True, check=True).stdout[:400]
+        assert "sm=120a" in header
+        if record["kind"] == "split":
+            assert any(m.startswith("HMMA") for m in record["mma_instructions"])
+        names = [p["name"] for p in record["params"]]
+        assert names[-2:] == ["global_scratch", "profile_scratch"]
+
+
+def test_second_build_compiles_nothing(sm120_build, capsys):
+    _, grid, first, _ = sm120_build
+    json_files = sorted(paths.target_dir("sm120").glob("*.json"))
+    before = {p: p.stat().st_mtime_ns for p in json_files if p.name != "report.json"}
+    second = build_target("sm120", jobs=2, grid=grid)
+    assert "0 to compile" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    assert [r["sha256"] for r in second["artifacts"]] == [r["sha256"] for r in first["artifacts"]]
+
+
+def test_a_tampered_binary_is_rebuilt(sm120_build, capsys):
+    _, grid, _, _ = sm120_build
+    victim = paths.target_dir("sm120") / "combine.cubin"
+    victim.write_bytes(b"garbage")
+    build_target("sm120", jobs=1, grid=grid)
+    assert "1 to compile" in capsys.readouterr().out
+    record = json.loads((paths.target_dir("sm120") / "combine.json").read_text())
+    assert victim.read_bytes()[:4] == b"\x7fELF" and record["status"] == "shipped"

@@ -1,0 +1,439 @@
+"""Dispatch (SPEC section 6) and the launch plan (section 7) against a small fake kernel directory laid out like
+the wheel's: manifest.json, sm90/<name>.json records with their binaries, tables/sm90/<kv_format>_h<h_q>.json."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from sparse_mla_aot import paths
+from sparse_mla_aot.catalog import Catalog, DispatchTable, TableRow, parse_table
+from sparse_mla_aot.dispatch import choose, explain, forced_choice, parse_force, variant_name
+from sparse_mla_aot.plan import (
+    COMBINE_ARG_NAMES, LOG2_E, MAX_SPLITS, SPLIT_ARG_NAMES, combine_arguments, make_plan, split_arguments,
+)
+from sparse_mla_aot.reference import make_inputs
+from sparse_mla_aot.validation import check_arguments
+
+FORCE = paths.FORCE_ENV
+PRUNED_REASON = "107,520 B shared memory > 101,376 B"
+
+# (kv_format, block_h, block_t, num_warps, num_stages) -> status
+VARIANTS = {
+    ("v32", 16, 16, 4, 2): "shipped",
+    ("v32", 16, 32, 4, 2): "shipped",
+    ("v32", 16, 16, 8, 2): "shipped",
+    ("v32", 16, 32, 8, 2): "pruned",   # the field report's case
+    ("v32", 16, 32, 8, 3): "shipped",
+    ("v32", 32, 16, 4, 2): "shipped",
+    ("model1", 16, 32, 8, 2): "shipped",  # same axes, other family: never a v32 neighbour
+    ("model1", 16, 16, 8, 2): "shipped",  # one field from the pruned v32 variant, but other family
+}
+TABLE_ROWS = [
+    {"max_batch_rows": 1, "variant": "v32_bh16_bt16_w4_s2", "num_splits": 16},
+    {"max_batch_rows": 8, "variant": "v32_bh16_bt32_w4_s2", "num_splits": 8},
+    {"max_batch_rows": None, "variant": "v32_bh32_bt16_w4_s2", "num_splits": 2},
+]
+
+
+def _record(name: str, kind: str, status: str, variant: dict | None, shared: int) -> dict:
+    return {
+        "name": name, "kind": kind, "status": status,
+        "reason": PRUNED_REASON if status == "pruned" else None,
+        "variant": variant,
+        "resources": {"total_shared_bytes": shared, "registers": 128},
+        "params": [], "kernel_name": f"{name}_kernel",
+        "binary": f"{name}.cubin" if status == "shipped" else None,
+        "binary_format": "cubin", "num_warps": (variant or {}).get("num_warps", 4), "shared_bytes": shared,
+    }
+
+
+def write_kernel_dir(root: Path) -> Path:
+    (root / "sm90").mkdir(parents=True)
+    (root / "tables" / "sm90").mkdir(parents=True)
+    artifacts, pruned = {}, []
+    records = [_record("combine", "combine", "shipped", None, 0)]
+    for (kv_format, bh, bt, w, s), status in VARIANTS.items():
+        variant = {"kv_format": kv_format, "block_h": bh, "block_t": bt, "num_warps": w, "num_stages": s}
+        shared = 107_520 if status == "pruned" else 1000 * bh + 100 * bt + w + s
+        records.append(_record(variant_name(kv_format, bh, bt, w, s), "split", status, variant, shared))
+    for record in records:
+        name = record["name"]
+        if record["status"] == "shipped":
+            data = f"fake cubin of {name}".encode()
+            (root / "sm90" / record["binary"]).write_bytes(data)
+            artifacts[name] = {"binary": record["binary"], "sha256": hashlib.sha256(data).hexdigest()}
+        else:
+            pruned.append(name)
+        (root / "sm90" / f"{name}.json").write_text(json.dumps(record))
+    # The layout package.py writes: "pruned" lists the records that have no binary (Catalog.records reads it).
+    manifest = {"package_version": "0", "triton_version": "3.9.0",
+                "targets": {"sm90": {"artifacts": artifacts, "pruned": sorted(pruned)}},
+                "tables": ["sm90/v32_h16.json"]}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    table = {"target": "sm90", "kv_format": "v32", "h_q": 16,
+             "provenance": {"kind": "heuristic", "rule": "test rule: one row per batch bucket"},
+             "rows": TABLE_ROWS}
+    (root / "tables" / "sm90" / "v32_h16.json").write_text(json.dumps(table))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _no_force(monkeypatch):
+    monkeypatch.delenv(FORCE, raising=False)
+
+
+@pytest.fixture
+def catalog(tmp_path) -> Catalog:
+    return Catalog(write_kernel_dir(tmp_path / "kernels"))
+
+
+def raw_table(rows=None, **overrides) -> dict:
+    table = {"target": "sm90", "kv_format": "v32", "h_q": 16, "provenance": {"kind": "heuristic", "rule": "r"},
+             "rows": [dict(r) for r in (rows or TABLE_ROWS)]}
+    table.update(overrides)
+    return table
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+
+@pytest.mark.parametrize("batch_rows, row", [(1, 0), (2, 1), (5, 1), (8, 1), (9, 2), (10**6, 2)])
+def test_row_for_threshold_bins(catalog, batch_rows, row):
+    table = catalog.table("sm90", "v32", 16)
+    assert table.row_for(batch_rows) == row
+
+
+def test_row_for_single_open_row():
+    table = DispatchTable("sm90", "v32", 16, (TableRow(None, "v", 4),), {})
+    assert table.row_for(1) == 0 and table.row_for(10**6) == 0
+
+
+def test_table_parsed_from_file(catalog):
+    table = catalog.table("sm90", "v32", 16)
+    assert (table.target, table.kv_format, table.h_q) == ("sm90", "v32", 16)
+    assert table.bounds == (1, 8)
+    assert table.rows[1] == TableRow(8, "v32_bh16_bt32_w4_s2", 8)
+    assert table.provenance["kind"] == "heuristic"
+    assert [t.h_q for t in catalog.tables("sm90")] == [16]
+
+
+def test_parse_table_rejects_bounded_last_row():
+    rows = [dict(r) for r in TABLE_ROWS]
+    rows[-1]["max_batch_rows"] = 64
+    with pytest.raises(ValueError, match=r"dispatch table tables/sm90/x\.json: the last row must be open-ended"):
+        parse_table(raw_table(rows), "tables/sm90/x.json")
+
+
+def test_parse_table_rejects_empty_rows():
+    with pytest.raises(ValueError, match=r"dispatch table t\.json: the last row must be open-ended"):
+        parse_table({**raw_table(), "rows": []}, "t.json")
+
+
+@pytest.mark.parametrize("bounds", [(8, 8), (8, 1), (None, 8), (1, "8"), (1, 8.5), (True, 8)])
+def test_parse_table_rejects_non_increasing_bounds(bounds):
+    rows = [dict(r) for r in TABLE_ROWS]
+    rows[0]["max_batch_rows"], rows[1]["max_batch_rows"] = bounds
+    with pytest.raises(ValueError, match=r"dispatch table t\.json: bounds must be strictly increasing integers; "
+                                         + re.escape(f"got {list(bounds)}")):
+        parse_table(raw_table(rows), "t.json")
+
+
+@pytest.mark.parametrize("drop", ["provenance", "rows", "h_q"])
+def test_parse_table_rejects_missing_table_key(drop):
+    raw = raw_table()
+    del raw[drop]
+    with pytest.raises(ValueError, match=rf"dispatch table t\.json is malformed: KeyError\('{drop}'\)"):
+        parse_table(raw, "t.json")
+
+
+@pytest.mark.parametrize("drop", ["max_batch_rows", "variant", "num_splits"])
+def test_parse_table_rejects_missing_row_key(drop):
+    rows = [dict(r) for r in TABLE_ROWS]
+    del rows[1][drop]
+    with pytest.raises(ValueError, match=rf"dispatch table t\.json is malformed: KeyError\('{drop}'\)"):
+        parse_table(raw_table(rows), "t.json")
+
+
+def test_malformed_table_file_is_named(catalog):
+    path = catalog.root / "tables" / "sm90" / "v32_h32.json"
+    raw = raw_table(h_q=32)
+    del raw["rows"][0]["variant"]
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match=re.escape(f"dispatch table {path} is malformed")):
+        catalog.table("sm90", "v32", 32)
+
+
+def test_missing_table_names_what_exists(catalog):
+    with pytest.raises(ValueError, match=r"no dispatch table for target sm90, kv_format 'model1', h_q 16; "
+                                         r"tables for sm90: v32_h16$"):
+        catalog.table("sm90", "model1", 16)
+    with pytest.raises(ValueError, match=r"h_q 64; tables for sm90: v32_h16$"):
+        choose(catalog, "sm90", "v32", 64, 1)
+
+
+# ---------------------------------------------------------------------------------------------- choose
+
+
+@pytest.mark.parametrize("batch_rows, variant, splits, row", [
+    (1, "v32_bh16_bt16_w4_s2", 16, 0), (4, "v32_bh16_bt32_w4_s2", 8, 1), (200, "v32_bh32_bt16_w4_s2", 2, 2)])
+def test_choose_uses_table(catalog, batch_rows, variant, splits, row):
+    choice = choose(catalog, "sm90", "v32", 16, batch_rows)
+    assert (choice.variant, choice.num_splits) == (variant, splits)
+    why = choice.why
+    assert f"table sm90/v32_h16 (heuristic) row {row}" in why
+    bound = TABLE_ROWS[row]["max_batch_rows"]
+    assert (f"<= {bound}" if bound is not None else "last row") in why
+
+
+def test_choose_forced(catalog, monkeypatch):
+    spec = "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=5"
+    monkeypatch.setenv(FORCE, spec)
+    for batch_rows in (1, 8, 10**4):  # the table is bypassed at every batch size
+        choice = choose(catalog, "sm90", "v32", 16, batch_rows)
+        assert (choice.variant, choice.num_splits) == ("v32_bh16_bt16_w8_s2", 5)
+        assert choice.why == f"forced by {FORCE}={spec}"
+
+
+def test_forced_without_table(catalog, monkeypatch):
+    """Forcing needs no table for the shape: h_q 64 has none here."""
+    monkeypatch.setenv(FORCE, " block_h=32, block_t=16, num_warps=4, num_stages=2, num_splits=3 ")
+    choice = choose(catalog, "sm90", "v32", 64, 1)
+    assert (choice.variant, choice.num_splits) == ("v32_bh32_bt16_w4_s2", 3)
+
+
+def test_empty_force_uses_table(catalog, monkeypatch):
+    monkeypatch.setenv(FORCE, "")
+    assert choose(catalog, "sm90", "v32", 16, 1).variant == "v32_bh16_bt16_w4_s2"
+
+
+def test_forcing_pruned_variant_names_reason_and_neighbours(catalog, monkeypatch):
+    monkeypatch.setenv(FORCE, "block_h=16,block_t=32,num_warps=8,num_stages=2,num_splits=4")
+    with pytest.raises(ValueError) as info:
+        choose(catalog, "sm90", "v32", 16, 1)
+    message = str(info.value)
+    assert FORCE in message
+    assert "v32_bh16_bt32_w8_s2 was pruned for sm90" in message
+    assert PRUNED_REASON in message
+    neighbours = message.split("shipped neighbours: ")[1]
+    # one field away: block_t, num_warps, num_stages; two away (bh16_bt16_w4) and the model1 twin are not
+    assert neighbours == "v32_bh16_bt16_w8_s2, v32_bh16_bt32_w4_s2, v32_bh16_bt32_w8_s3"
+
+
+def test_forcing_unknown_variant(catalog, monkeypatch):
+    monkeypatch.setenv(FORCE, "block_h=16,block_t=64,num_warps=4,num_stages=2,num_splits=4")
+    with pytest.raises(ValueError, match=r"variant v32_bh16_bt64_w4_s2 is not in the wheel's grid for sm90; "
+                                         r"shipped neighbours: v32_bh16_bt16_w4_s2, v32_bh16_bt32_w4_s2$"):
+        choose(catalog, "sm90", "v32", 16, 1)
+    monkeypatch.setenv(FORCE, "block_h=128,block_t=128,num_warps=2,num_stages=7,num_splits=4")
+    with pytest.raises(ValueError, match=r"not in the wheel's grid for sm90; shipped neighbours: none$"):
+        choose(catalog, "sm90", "v32", 16, 1)
+
+
+def test_forcing_is_per_kv_format(catalog):
+    spec = "block_h=16,block_t=32,num_warps=8,num_stages=2,num_splits=4"
+    assert forced_choice(catalog, "sm90", "model1", spec).variant == "model1_bh16_bt32_w8_s2"
+    with pytest.raises(ValueError, match="pruned"):
+        forced_choice(catalog, "sm90", "v32", spec)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2", r"lacks \['num_splits'\]"),
+    ("block_h=16", r"lacks \['block_t', 'num_warps', 'num_stages', 'num_splits'\]"),
+    ("block_h=16,block_t=x,num_warps=4,num_stages=2,num_splits=4", r"block_t must be an integer; got 'x'"),
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=2.5", r"num_splits must be an integer; got '2\.5'"),
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=4,mma=bf16", r"'mma=bf16' is not field=value"),
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits", r"'num_splits' is not field=value"),
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=0", r"num_splits must be >= 1; got 0"),
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=-3", r"num_splits must be >= 1; got -3"),
+])
+def test_malformed_force_spec(catalog, monkeypatch, spec, message):
+    with pytest.raises(ValueError, match=rf"^{FORCE}.*{message}"):
+        parse_force(spec)
+    monkeypatch.setenv(FORCE, spec)
+    with pytest.raises(ValueError, match=rf"^{FORCE}.*{message}"):
+        choose(catalog, "sm90", "v32", 16, 1)
+
+
+def test_parse_force_valid():
+    assert parse_force("num_splits=16,block_h=16,block_t=16,num_warps=8,num_stages=2,") == {
+        "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16}
+
+
+# ---------------------------------------------------------------------------------------------- explain
+
+
+def test_explain_names_variant_splits_and_row(catalog):
+    text = explain(5, 16, "v32", target="sm90", catalog=catalog)
+    assert isinstance(text, str)
+    assert text.startswith("v32_bh16_bt32_w4_s2, num_splits=8")
+    assert "batch_rows 5" in text
+    assert "table sm90/v32_h16 (heuristic) row 1" in text and "<= 8" in text
+    shared = 1000 * 16 + 100 * 32 + 4 + 2
+    assert f"{shared:,} B shared, 128 registers" in text
+    last = explain(10**6, 16, "v32", target="sm90", catalog=catalog)
+    assert last.startswith("v32_bh32_bt16_w4_s2, num_splits=2") and "row 2" in last and "last row" in last
+
+
+def test_explain_forced(catalog, monkeypatch):
+    monkeypatch.setenv(FORCE, "block_h=16,block_t=32,num_warps=8,num_stages=3,num_splits=7")
+    text = explain(1, 16, "v32", target="sm90", catalog=catalog)
+    assert text.startswith("v32_bh16_bt32_w8_s3, num_splits=7") and f"forced by {FORCE}" in text
+
+
+# ---------------------------------------------------------------------------------------------- catalog
+
+
+def test_binary_checks_sha256(catalog):
+    name = "v32_bh16_bt16_w4_s2"
+    assert catalog.binary("sm90", name) == f"fake cubin of {name}".encode()
+    (catalog.root / "sm90" / f"{name}.cubin").write_bytes(b"tampered")
+    with pytest.raises(RuntimeError, match=r"has sha256 .*the manifest says .*reinstall the wheel"):
+        catalog.binary("sm90", name)
+
+
+def test_target_for_capability(catalog):
+    assert catalog.target_for_capability((9, 0)) == "sm90"
+    assert catalog.targets == ["sm90"]
+    for capability in ((8, 0), (12, 0), (9, 1)):
+        with pytest.raises(RuntimeError, match=rf"no kernels for compute capability "
+                                               rf"{capability[0]}\.{capability[1]}; this wheel holds: "
+                                               rf"sm90 \(compute capability 9\.0\)$"):
+            catalog.target_for_capability(capability)
+
+
+def test_missing_manifest(tmp_path):
+    with pytest.raises(RuntimeError, match=r"no kernel manifest at .*" + paths.KERNEL_DIR_ENV):
+        Catalog(tmp_path).targets
+
+
+def test_records_and_shipped(catalog):
+    records = catalog.records("sm90")
+    assert set(records) == {"combine", *(variant_name(*k) for k in VARIANTS)}
+    assert set(catalog.shipped("sm90")) == set(records) - {"v32_bh16_bt32_w8_s2"}
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+
+def decode_call(b=2, s_q=3, h_q=16, topk=128, kv_format="v32", **kw):
+    args = make_inputs(b, s_q, h_q, topk, kv_format, page_size=kw.pop("page_size", 64), **kw)
+    return check_arguments(**args)
+
+
+@pytest.mark.parametrize("h_q, block_h", [(16, 16), (16, 32), (16, 64), (128, 16), (64, 32), (8, 16)])
+def test_plan_grid(h_q, block_h):
+    call = decode_call(h_q=h_q)
+    plan = make_plan(call, "v", block_h, 16, 4)
+    assert plan.split_grid == (6, math.ceil(h_q / block_h), 4)
+    assert plan.combine_grid == (6, h_q, 1)
+    assert plan.partial_shape == (6, h_q, 4)
+    assert (plan.variant, plan.block_h, plan.block_t, plan.num_splits) == ("v", block_h, 16, 4)
+
+
+@pytest.mark.parametrize("topk, extra_topk, block_t, requested, expected", [
+    (128, 0, 16, 16, 8),      # clamped to 128/16 tiles
+    (128, 0, 32, 16, 4),
+    (128, 64, 16, 16, 12),    # the extra set's tiles count too
+    (128, 64, 64, 16, 3),
+    (2048, 0, 16, 100, 64),   # clamped to MAX_SPLITS
+    (2048, 0, 16, 64, 64),
+    (2048, 0, 16, 5, 5),      # below both: as asked
+    (128, 0, 16, 0, 1),       # never below 1
+    (64, 0, 128, 4, 1),       # fewer tokens than one tile: one split
+])
+def test_plan_split_clamp(topk, extra_topk, block_t, requested, expected):
+    call = decode_call(b=1, s_q=1, topk=topk, kv_format="model1", extra_topk=extra_topk)
+    plan = make_plan(call, "v", 16, block_t, requested)
+    assert MAX_SPLITS == 64
+    assert plan.num_splits == expected
+    assert plan.split_grid == (1, 1, expected) and plan.partial_shape == (1, 16, expected)
+
+
+def test_plan_ignores_tensor_values():
+    a = decode_call(seed=1, with_topk_length=True)
+    b = decode_call(seed=2, with_topk_length=True)
+    assert make_plan(a, "v", 16, 16, 8) == make_plan(b, "v", 16, 16, 8)
+
+
+def _named(args, names):
+    assert len(args) == len(names)
+    return dict(zip(names, args))
+
+
+def test_split_arguments_without_options():
+    call = decode_call(kv_format="v32")
+    plan = make_plan(call, "v", 16, 16, 4)
+    po, pl = object(), object()
+    a = _named(split_arguments(call, plan, po, pl, pointer=lambda t: t), SPLIT_ARG_NAMES)
+    assert a["q_ptr"] is call.q and a["k_cache_ptr"] is call.k_cache and a["indices_ptr"] is call.indices
+    for name in ("topk_length_ptr", "extra_k_cache_ptr", "extra_indices_ptr", "extra_topk_length_ptr"):
+        assert a[name] is call.q, name
+    assert a["partial_out_ptr"] is po and a["partial_lse_ptr"] is pl
+    assert a["sm_scale_log2"] == pytest.approx(call.softmax_scale * LOG2_E)
+    assert (a["s_q"], a["h_q"], a["topk"], a["extra_topk"], a["num_splits"]) == (3, 16, 128, 0, 4)
+    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (0, 0)
+    assert (a["page_size"], a["block_stride"]) == (64, 64 * 656)
+    assert (a["extra_page_size"], a["extra_block_stride"]) == (1, 0)
+
+
+def test_split_arguments_with_every_option():
+    call = decode_call(kv_format="model1", page_size=61, extra_topk=64, extra_page_size=3, with_topk_length=True,
+                       with_sink=True)
+    plan = make_plan(call, "v", 16, 16, 64)
+    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    assert a["topk_length_ptr"] is call.topk_length
+    assert a["extra_k_cache_ptr"] is call.extra_k_cache
+    assert a["extra_indices_ptr"] is call.extra_indices
+    assert a["extra_topk_length_ptr"] is call.extra_topk_length
+    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (1, 1)
+    assert (a["topk"], a["extra_topk"], a["num_splits"]) == (128, 64, 12)
+    assert (a["page_size"], a["block_stride"], a["extra_page_size"], a["extra_block_stride"]) == (61, 35712, 3, 2304)
+
+
+def test_split_arguments_extra_set_without_lengths():
+    call = decode_call(kv_format="model1", extra_topk=64, with_topk_length=False)
+    plan = make_plan(call, "v", 16, 16, 4)
+    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    assert a["extra_k_cache_ptr"] is call.extra_k_cache and a["extra_indices_ptr"] is call.extra_indices
+    assert a["topk_length_ptr"] is call.q and a["extra_topk_length_ptr"] is call.q
+    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (0, 0)
+
+
+def test_split_arguments_topk_length_only():
+    call = decode_call(kv_format="v32", with_topk_length=True)
+    plan = make_plan(call, "v", 16, 16, 4)
+    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    assert a["topk_length_ptr"] is call.topk_length and a["extra_topk_length_ptr"] is call.q
+    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (1, 0)
+
+
+def test_split_arguments_extra_topk_length_only():
+    args = make_inputs(2, 3, 16, 128, "model1", extra_topk=64, with_topk_length=True)
+    call = check_arguments(**{**args, "topk_length": None})
+    plan = make_plan(call, "v", 16, 16, 4)
+    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    assert a["topk_length_ptr"] is call.q and a["extra_topk_length_ptr"] is call.extra_topk_length
+    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (0, 1)
+
+
+def test_split_arguments_default_pointer_is_address():
+    call = decode_call()
+    plan = make_plan(call, "v", 16, 16, 4)
+    a = _named(split_arguments(call, plan, call.q, call.q), SPLIT_ARG_NAMES)
+    assert a["q_ptr"] == call.q.data_ptr() and a["topk_length_ptr"] == call.q.data_ptr()
+    assert a["indices_ptr"] == call.indices.data_ptr()
+
+
+@pytest.mark.parametrize("with_sink", [False, True])
+def test_combine_arguments(with_sink):
+    call = decode_call(with_sink=with_sink)
+    plan = make_plan(call, "v", 16, 16, 4)
+    a = _named(combine_arguments(call, plan, "po", "pl", "out", "lse", pointer=lambda t: t), COMBINE_ARG_NAMES)
+    assert (a["partial_out_ptr"], a["partial_lse_ptr"], a["out_ptr"], a["lse_ptr"]) == ("po", "pl", "out", "lse")
+    assert a["attn_sink_ptr"] is (call.attn_sink if with_sink else "pl")
+    assert (a["h_q"], a["num_splits"], a["has_attn_sink"]) == (16, 4, int(with_sink))

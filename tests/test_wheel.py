@@ -1,0 +1,83 @@
+"""The wheel, built from the reduced CI grid (SPARSE_MLA_AOT_GRID, documented in setup.py and the README),
+installed into a fresh venv without Triton: import, manifest, tables and explain() for every row."""
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHECK = r"""
+import hashlib, json, sys
+import sparse_mla_aot
+from sparse_mla_aot.catalog import Catalog
+assert "triton" not in sys.modules, "importing sparse_mla_aot imported triton"
+try:
+    import triton  # noqa: F401
+    raise SystemExit("triton is importable in the test venv")
+except ModuleNotFoundError:
+    pass
+catalog = Catalog()
+manifest = catalog.manifest
+checked, explained = 0, 0
+for target, entry in manifest["targets"].items():
+    for name, art in entry["artifacts"].items():
+        data = (catalog.root / target / art["binary"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == art["sha256"], name
+        assert catalog.binary(target, name) == data
+        checked += 1
+    shipped = set(catalog.shipped(target))
+    for table in catalog.tables(target):
+        previous = 0
+        for i, row in enumerate(table.rows):
+            assert row.variant in shipped, (target, table.kv_format, table.h_q, row)
+            batch_rows = row.max_batch_rows if row.max_batch_rows is not None else previous + 1
+            text = sparse_mla_aot.explain(batch_rows, 1, table.h_q, table.kv_format, target=target)
+            assert row.variant in text and f"row {i}" in text, text
+            previous = batch_rows
+            explained += 1
+print(json.dumps({"binaries": checked, "rows": explained, "targets": sorted(manifest["targets"]),
+                  "version": sparse_mla_aot.__version__, "triton": manifest["triton_version"]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("wheel")
+    env = dict(os.environ, SPARSE_MLA_AOT_GRID=str(ROOT / "variants" / "grid-ci.toml"),
+               SPARSE_MLA_AOT_BUILD_DIR=str(tmp / "build"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp / "dist"), str(ROOT)], check=True, env=env, cwd=tmp)
+    (built,) = (tmp / "dist").glob("*.whl")
+    return built
+
+
+def test_wheel_is_abi3_and_holds_kernels_tables_and_manifest(wheel):
+    assert wheel.name.endswith("-cp310-abi3-linux_x86_64.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("sparse_mla_aot/_launcher") and n.endswith(".abi3.so") for n in names)
+    manifest = json.loads(zipfile.ZipFile(wheel).read("sparse_mla_aot/kernels/manifest.json"))
+    assert sorted(manifest["targets"]) == ["sm120", "sm121", "sm90"]
+    assert manifest["triton_version"] == "3.9.0"
+    for target in manifest["targets"]:
+        assert f"sparse_mla_aot/kernels/{target}/combine.cubin" in names
+        assert any(n.startswith(f"sparse_mla_aot/kernels/tables/{target}/") for n in names)
+    assert not any(n.endswith(".py") and "/kernels/" in n for n in names)
+
+
+def test_installed_in_a_fresh_venv_without_triton(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "torch==2.13.0"], check=True)
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+    result = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["targets"] == ["sm120", "sm121", "sm90"] and summary["binaries"] > 3
+    assert summary["rows"] == 3 * 10 * 9  # targets x (kv_format, h_q) tables x rows
