@@ -6,6 +6,7 @@ Options (environment): SPARSE_MLA_AOT_TARGETS (comma list, default: the targets 
 variants/targets.toml), SPARSE_MLA_AOT_GRID (a reduced grid TOML, used by the CI wheel test),
 SPARSE_MLA_AOT_JOBS (compile processes, default: all cores)."""
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,16 +23,17 @@ class BuildKernels(build_py):
     def run(self):
         super().run()
         sys.path[:0] = [str(ROOT), str(ROOT / "src")]
-        from build_tools.build import build_target
         from build_tools.package import stage
         from build_tools.variant import load_targets
 
         targets = os.environ.get("SPARSE_MLA_AOT_TARGETS")
         targets = targets.split(",") if targets else [n for n, t in load_targets().items() if t.default]
-        grid = os.environ.get("SPARSE_MLA_AOT_GRID")
-        jobs = int(os.environ.get("SPARSE_MLA_AOT_JOBS", os.cpu_count() or 1))
-        for target in targets:
-            build_target(target, jobs=jobs, grid=Path(grid) if grid else None)
+        command = [sys.executable, "-m", "build_tools", "build", "--target", ",".join(targets), "--quiet-table",
+                   "--jobs", os.environ.get("SPARSE_MLA_AOT_JOBS", str(os.cpu_count() or 1))]
+        if os.environ.get("SPARSE_MLA_AOT_GRID"):
+            command += ["--grid", os.environ["SPARSE_MLA_AOT_GRID"]]
+        # A child process: the compile pool spawns workers, which must not re-run this setup script.
+        subprocess.run(command, check=True, cwd=ROOT)
         stage(targets, Path(self.build_lib) / "sparse_mla_aot" / "kernels", VERSION)
 
 

@@ -61,6 +61,38 @@ D_QK = {"v32": 576, "model1": 512}
 D_V = 512
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """A run of latent dims stored one way in a token record: fp8 with a per-chunk scale, or bf16."""
+
+    dim: int  # first latent (and q) dim
+    width: int
+    byte: int  # offset of its values in the token record
+    scale: str  # "fp32" (float32 in the token record), "ue8m0" (byte in the page's scale record), "none" (bf16)
+    scale_byte: int = 0  # where that scale sits: in the token record (fp32) or the scale record (ue8m0)
+    in_v: bool = True  # part of V (the output); v32's rope only enters QK^T
+
+
+@dataclass(frozen=True)
+class Layout:
+    """SPEC section 3, as the template consumes it."""
+
+    record_bytes: int  # token record stride inside a page
+    scale_record_bytes: int  # model1: per-token scale records after the page's token records; 0: none
+    chunks: tuple[Chunk, ...]
+
+
+LAYOUTS = {
+    # 656 B/token: 512 e4m3 | 4 fp32 scales (one per 128 dims) | 64 bf16 rope (QK only). V = the 512 nope dims.
+    "v32": Layout(656, 0, tuple(Chunk(128 * j, 128, 128 * j, "fp32", 512 + 4 * j) for j in range(4))
+                  + (Chunk(512, 64, 528, "none", in_v=False),)),
+    # page block = page_size records of 576 B (448 e4m3 | 64 bf16 rope), then page_size records of 8 B
+    # (7 UE8M0 scales, one per 64 dims, + pad). V = all 512 dims, rope included.
+    "model1": Layout(576, 8, tuple(Chunk(64 * j, 64, 64 * j, "ue8m0", j) for j in range(7))
+                     + (Chunk(448, 64, 448, "none"),)),
+}
+
+
 def signature(params: tuple[Param, ...]) -> dict[str, str]:
     return {p.name: p.type for p in params}
 

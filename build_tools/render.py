@@ -64,6 +64,7 @@ def render_split(variant: Variant, dot_dtype: str = "bfloat16") -> RenderedKerne
         kernel_name=kernel_name,
         params=[p.name for p in kernels.SPLIT_PARAMS],
         d_qk=kernels.D_QK[variant.kv_format],
+        layout=kernels.LAYOUTS[variant.kv_format],
     )
     return RenderedKernel(variant.name, kernel_name, source, kernels.SPLIT_PARAMS)
 

@@ -11,13 +11,13 @@ from build_tools.render import write_if_different
 SUPPORTED_H_Q = (8, 16, 32, 64, 128)
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128)
 PREFERRED = {"block_t": 16, "num_warps": 4, "num_stages": 2}
-BLOCK_H_ORDER = (64, 32, 16)
 MAX_SPLITS = 64
 # Multiprocessors the split count aims to fill (the smallest common part per target).
 SM_COUNT = {"sm120": 170, "sm121": 48, "sm90": 132, "sm89-proxy": 132}
 RULE = ("heuristic: block_t 16, 4 warps, 2 stages (the field report's sm120 winner: 8 warps lost at every "
-        "concurrency, block_t 32 at 8 warps was pruned); block_h the largest of 64/32/16 that is <= max(h_q, 16) "
-        "and shipped for this target (fewer head blocks gather each token fewer times); num_splits the smallest "
+        "concurrency, block_t 32 at 8 warps was pruned); block_h: of the shipped ones <= max(h_q, 16), those "
+        "with the fewest spill bytes in this target's cubins (spilled accumulators cost more than the extra "
+        "gathers of more head blocks), then the largest; num_splits the smallest "
         "power of two with bound * ceil(h_q/block_h) * num_splits >= {sms} multiprocessors, at most 64; the open "
         "last row uses 1 split")
 
@@ -26,16 +26,19 @@ def table_path(target: str, kv_format: str, h_q: int) -> Path:
     return paths.VARIANTS_DIR / target / f"{kv_format}_h{h_q}.json"
 
 
+def _spill_bytes(record: dict) -> int:
+    return record["resources"]["stack_bytes"] + record["resources"]["local_bytes"]
+
+
 def _pick_variant(records: dict[str, dict], kv_format: str, h_q: int) -> dict:
-    for block_h in BLOCK_H_ORDER:
-        if block_h > max(h_q, 16):
-            continue
-        for record in records.values():
-            v = record.get("variant")
-            if (record["status"] == "shipped" and v and v["kv_format"] == kv_format and v["block_h"] == block_h
-                    and all(v[k] == value for k, value in PREFERRED.items())):
-                return record
-    raise ValueError(f"no shipped {kv_format} variant with {PREFERRED} for h_q {h_q}; build the target first")
+    """The preferred family's largest block_h <= max(h_q, 16) among those with the fewest spill bytes."""
+    candidates = [r for r in records.values()
+                  if r["status"] == "shipped" and r.get("variant") and r["variant"]["kv_format"] == kv_format
+                  and r["variant"]["block_h"] <= max(h_q, 16)
+                  and all(r["variant"][k] == value for k, value in PREFERRED.items())]
+    if not candidates:
+        raise ValueError(f"no shipped {kv_format} variant with {PREFERRED} for h_q {h_q}; build the target first")
+    return min(candidates, key=lambda r: (_spill_bytes(r), -r["variant"]["block_h"]))
 
 
 def _splits(rows: int, head_blocks: int, sms: int) -> int:

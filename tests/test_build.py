@@ -7,7 +7,8 @@ import pytest
 
 from build_tools import paths
 from build_tools.build import build_target
-from build_tools.inspect import cuobjdump_path
+from build_tools.inspect import CubinInspection, cuobjdump_path
+from build_tools.select import decide
 from build_tools.variant import get_target
 
 GRID = """
@@ -43,10 +44,33 @@ def test_report_prunes_everything_over_the_limit_with_its_figure(sm120_build):
             assert f"{shared:,} B shared memory > {limit:,} B" in record["reason"]
         else:
             assert record["status"] == "shipped", record["reason"]
+    # The field report's case (107 KB in a prototype, silently pruned by autotune): here it is reported either
+    # way, with its own figure, in the table a person reads.
     field_case = next(r for r in splits if r["name"] == "v32_bh32_bt32_w8_s2")
-    assert field_case["status"] == "pruned"  # the field report's silently pruned config, now reported
+    figure = f"{field_case['resources']['total_shared_bytes']:,}"
     md = (paths.target_dir("sm120") / "report.md").read_text()
-    assert "v32_bh32_bt32_w8_s2" in md and "pruned" in md
+    assert any(line.startswith(f"| v32_bh32_bt32_w8_s2 | {field_case['status']} | {figure} |")
+               for line in md.splitlines())
+
+
+def _inspection(**overrides):
+    fields = dict(elf_arch="sm_120a", registers=128, stack_bytes=0, shared_static_bytes=0, local_bytes=0,
+                  mma_instructions=("HMMA.16816.F32.BF16",))
+    return CubinInspection(**{**fields, **overrides})
+
+
+def test_decide_prunes_over_the_limit_and_warns_on_spills():
+    sm120 = get_target("sm120")
+    over = decide(sm120, 107_392, _inspection())
+    assert over.status == "pruned" and over.reason == "107,392 B shared memory > 101,376 B"
+    assert decide(sm120, 101_376, _inspection()).status == "shipped"
+    static = decide(sm120, 101_000, _inspection(shared_static_bytes=1024))
+    assert static.status == "pruned" and "102,024 B" in static.reason
+    spills = decide(sm120, 50_000, _inspection(stack_bytes=128))
+    assert spills.status == "shipped" and "spills: 128 B stack" in spills.warnings[0]
+    wrong_arch = decide(sm120, 50_000, _inspection(elf_arch="sm_90a"))
+    assert wrong_arch.status == "pruned" and "sm_90a" in wrong_arch.reason
+    assert "no tensor-core" in decide(sm120, 1_000, _inspection(mma_instructions=())).warnings[0]
 
 
 def test_shipped_sm120_binaries_are_sm_120a_elves_with_tensor_cores(sm120_build):

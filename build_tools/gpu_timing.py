@@ -1,0 +1,109 @@
+"""Timing on a GPU host, shared by `tune` and `ab` (METHOD: random inputs, CUDA events, warm-up, graph replay,
+median of many, inputs rotated over sets larger than L2). Uses the installed runtime's cubins: no Triton."""
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+import sparse_mla_aot
+from sparse_mla_aot.paths import FORCE_ENV
+from sparse_mla_aot.reference import make_inputs
+
+BYTES_PER_TOKEN = {"v32": 656, "model1": 584}
+D_QK = {"v32": 576, "model1": 512}
+CACHE_TOKENS = 262144  # one shared cache of ~150 MB: the gathers land mostly outside the H200's 60 MB L2
+ROTATION_BYTES = 120 * 2**20  # each timed replay touches at least this much distinct cache (2x L2)
+MAX_SETS = 32
+
+
+@dataclass(frozen=True)
+class Shape:
+    kv_format: str
+    h_q: int
+    topk: int
+    extra_topk: int
+
+    @property
+    def label(self) -> str:
+        extra = f"+{self.extra_topk}" if self.extra_topk else ""
+        return f"{self.kv_format}/h{self.h_q}/topk{self.topk}{extra}"
+
+
+class InputSets:
+    """A shared cache (+ extra cache, sink) and `count` rotating sets of q, indices and lengths per batch size."""
+
+    def __init__(self, shape: Shape, seed: int = 0):
+        self.shape = shape
+        self.base = make_inputs(1, 1, shape.h_q, shape.topk, shape.kv_format, num_blocks=CACHE_TOKENS // 64,
+                                extra_topk=shape.extra_topk, with_sink=True, device="cuda", seed=seed)
+        self.generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def sets_for(self, batch_rows: int) -> list[dict]:
+        s = self.shape
+        per_call = batch_rows * (s.topk + s.extra_topk) * BYTES_PER_TOKEN[s.kv_format]
+        count = max(2, min(MAX_SETS, math.ceil(ROTATION_BYTES / per_call)))
+        sets = []
+        for _ in range(count):
+            inputs = dict(self.base)
+            inputs["q"] = torch.randn((batch_rows, 1, s.h_q, D_QK[s.kv_format]), device="cuda",
+                                      generator=self.generator).to(torch.bfloat16)
+            inputs["indices"] = self._indices(batch_rows, s.topk, CACHE_TOKENS)
+            if s.extra_topk:
+                extra = self.base["extra_k_cache"]
+                inputs["extra_indices"] = self._indices(batch_rows, s.extra_topk, extra.shape[0] * extra.shape[1])
+            sets.append(inputs)
+        return sets
+
+    def _indices(self, batch_rows: int, count: int, tokens: int) -> torch.Tensor:
+        return torch.randint(0, tokens, (batch_rows, 1, count), device="cuda", generator=self.generator,
+                             dtype=torch.int32)
+
+
+@contextmanager
+def forced(spec: str | None):
+    """Run under SPARSE_MLA_AOT_FORCE=spec (None: the dispatch table), restoring the environment after."""
+    previous = os.environ.pop(FORCE_ENV, None)
+    if spec:
+        os.environ[FORCE_ENV] = spec
+    try:
+        yield
+    finally:
+        os.environ.pop(FORCE_ENV, None)
+        if previous is not None:
+            os.environ[FORCE_ENV] = previous
+
+
+def capture(sets: list[dict], spec: str | None) -> torch.cuda.CUDAGraph:
+    """One graph that decodes every set once; the eager call first loads the variant outside capture."""
+    with forced(spec):
+        sparse_mla_aot.sparse_mla_decode(**sets[0])
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for inputs in sets:
+                sparse_mla_aot.sparse_mla_decode(**inputs)
+    graph.replay()  # warm-up
+    graph.replay()
+    return graph
+
+
+def replay_times_us(graph: torch.cuda.CUDAGraph, calls_per_replay: int, replays: int) -> list[float]:
+    """Per-call device time of each replay (event pair around it, divided by the calls it holds)."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    for start, end in zip(starts, ends):
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e3 / calls_per_replay for s, e in zip(starts, ends)]
+
+
+def summary(times: list[float]) -> dict:
+    ordered = sorted(times)
+    n = len(ordered)
+    return {"median_us": ordered[n // 2], "p10_us": ordered[n // 10], "p90_us": ordered[(n * 9) // 10], "n": n}

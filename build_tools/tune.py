@@ -1,0 +1,175 @@
+"""`tune` (on a GPU host): time every shipped variant x split count x batch size of one (kv_format, h_q) through
+the installed runtime, reject variants that fail numerics on this GPU, and write the dispatch table with its
+provenance, every measurement (CSV, resumable) and a plot."""
+from __future__ import annotations
+
+import csv
+import datetime
+import fnmatch
+import json
+import subprocess
+from pathlib import Path
+
+import torch
+
+import sparse_mla_aot
+from build_tools import paths
+from build_tools.gpu_timing import InputSets, Shape, capture, forced, replay_times_us, summary
+from build_tools.render import write_if_different
+from sparse_mla_aot import ops
+from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
+
+BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
+SPLITS = (1, 2, 4, 8, 16, 32, 64)
+CSV_FIELDS = ("batch_rows", "variant", "num_splits", "median_us", "p10_us", "p90_us", "n", "calls_per_replay")
+
+
+def force_spec(variant: dict, num_splits: int) -> str:
+    return (f"block_h={variant['block_h']},block_t={variant['block_t']},num_warps={variant['num_warps']},"
+            f"num_stages={variant['num_stages']},num_splits={num_splits}")
+
+
+def candidates(target: str, kv_format: str, pattern: str) -> dict[str, dict]:
+    shipped = ops.catalog().shipped(target)
+    return {name: r for name, r in sorted(shipped.items())
+            if r["kind"] == "split" and r["variant"]["kv_format"] == kv_format and fnmatch.fnmatch(name, pattern)}
+
+
+def numerics_rejects(shape: Shape, records: dict[str, dict]) -> dict[str, str]:
+    """Each variant once on random inputs with every option (4 splits) against the reference of SPEC section 4."""
+    inputs = make_inputs(4, 2, shape.h_q, shape.topk, shape.kv_format, extra_topk=shape.extra_topk,
+                         with_sink=True, with_topk_length=True, device="cuda", seed=7)
+    ref_out, ref_lse = reference_sparse_mla_decode(**inputs)
+    rejects = {}
+    for name, record in records.items():
+        with forced(force_spec(record["variant"], 4)):
+            out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
+        figures = check_close(out.float(), lse, ref_out.float(), ref_lse.float())
+        if not figures["ok"]:
+            rejects[name] = "; ".join(figures["failures"])
+    return rejects
+
+
+def _read_csv(path: Path) -> dict[tuple[int, str, int], dict]:
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        return {(int(r["batch_rows"]), r["variant"], int(r["num_splits"])): r for r in csv.DictReader(f)}
+
+
+def measure(shape: Shape, records: dict[str, dict], batches, splits, replays: int, csv_path: Path, log) -> list[dict]:
+    """Every (batch, variant, split) not already in csv_path; appends each row as it is measured (resumable)."""
+    done = _read_csv(csv_path)
+    new_file = not csv_path.exists()
+    inputs = InputSets(shape)
+    with open(csv_path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        if new_file:
+            writer.writeheader()
+        for batch in batches:
+            sets = None
+            for name, record in records.items():
+                tiles = (shape.topk + shape.extra_topk) // record["variant"]["block_t"]
+                for num_splits in splits:
+                    if num_splits > tiles or (batch, name, num_splits) in done:
+                        continue  # more splits than tiles is the same launch as tiles splits
+                    sets = sets or inputs.sets_for(batch)
+                    graph = capture(sets, force_spec(record["variant"], num_splits))
+                    stats = summary(replay_times_us(graph, len(sets), replays))
+                    del graph
+                    row = {"batch_rows": batch, "variant": name, "num_splits": num_splits, **stats,
+                           "calls_per_replay": len(sets)}
+                    writer.writerow(row)
+                    f.flush()
+                    done[(batch, name, num_splits)] = row
+            best = min((r for r in done.values() if int(r["batch_rows"]) == batch),
+                       key=lambda r: float(r["median_us"]))
+            print(f"{shape.label} batch_rows {batch:>4}: best {best['variant']} x{best['num_splits']} "
+                  f"{float(best['median_us']):.1f} us", file=log, flush=True)
+    return list(done.values())
+
+
+def best_per_batch(rows: list[dict], batches) -> dict[int, dict]:
+    return {b: min((r for r in rows if int(r["batch_rows"]) == b), key=lambda r: float(r["median_us"]))
+            for b in batches}
+
+
+def table_rows(best: dict[int, dict]) -> list[dict]:
+    """<= bound buckets: consecutive batch sizes with the same choice merge; the last row is open-ended."""
+    rows: list[dict] = []
+    for batch in sorted(best):
+        choice = (best[batch]["variant"], int(best[batch]["num_splits"]))
+        if rows and (rows[-1]["variant"], rows[-1]["num_splits"]) == choice:
+            rows[-1]["max_batch_rows"] = batch
+        else:
+            rows.append({"max_batch_rows": batch, "variant": choice[0], "num_splits": choice[1]})
+    rows[-1]["max_batch_rows"] = None
+    return rows
+
+
+def _driver() -> str:
+    result = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True)
+    return result.stdout.strip() or "unknown"
+
+
+def plot(rows: list[dict], best: dict[int, dict], shape: Shape, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for name in sorted({r["variant"] for r in rows}):
+        points = sorted((int(b), min(float(r["median_us"]) for r in rows
+                                     if r["variant"] == name and int(r["batch_rows"]) == b))
+                        for b in {int(r["batch_rows"]) for r in rows if r["variant"] == name})
+        ax.plot(*zip(*points), color="0.75", linewidth=0.8)
+    envelope = sorted((b, float(r["median_us"])) for b, r in best.items())
+    ax.plot(*zip(*envelope), color="tab:red", linewidth=2.5, marker="o", label="chosen (table)")
+    ax.set_xlabel("batch rows (b * s_q)")
+    ax.set_ylabel("device time per call, us (median of graph replays)")
+    ax.set_yscale("log")
+    ax.set_title(f"{shape.label} on {torch.cuda.get_device_name()}: each variant at its best split count (grey)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: str = "*", replays: int = 50,
+         out_dir: Path, command: str, log) -> dict:
+    device_target = sparse_mla_aot.prepare()
+    if device_target != target:
+        raise ValueError(f"--target {target} but this GPU runs {device_target} kernels; tune on a {target} GPU "
+                         f"(or set SPARSE_MLA_AOT_TARGET for a proxy)")
+    records = candidates(target, shape.kv_format, pattern)
+    if not records:
+        raise ValueError(f"no shipped {shape.kv_format} variant of {target} matches {pattern!r}")
+    rejects = numerics_rejects(shape, records)
+    for name, why in rejects.items():
+        print(f"rejected {name}: fails numerics on this GPU: {why}", file=log, flush=True)
+    passing = {n: r for n, r in records.items() if n not in rejects}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{target}_{shape.kv_format}_h{shape.h_q}"
+    rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", log)
+    rows = [r for r in rows if r["variant"] in passing and int(r["batch_rows"]) in batches]
+    best = best_per_batch(rows, batches)
+    table = {
+        "target": target, "kv_format": shape.kv_format, "h_q": shape.h_q,
+        "provenance": {
+            "kind": "tuned", "gpu": torch.cuda.get_device_name(), "driver": _driver(),
+            "triton": ops.catalog().manifest["triton_version"], "torch": torch.__version__,
+            "date": datetime.date.today().isoformat(), "command": command,
+            "shape": {"topk": shape.topk, "extra_topk": shape.extra_topk},
+            "variants_timed": len(passing), "rejected": rejects,
+            "method": "CUDA-graph replay of one call per rotating input set, CUDA events, median per-call time "
+                      "of the replays; inputs: random q and indices over a 262,144-token cache",
+        },
+        "rows": table_rows(best),
+    }
+    path = paths.VARIANTS_DIR / target / f"{shape.kv_format}_h{shape.h_q}.json"
+    write_if_different(path, json.dumps(table, indent=1) + "\n")
+    plot(rows, best, shape, out_dir / f"{stem}.png")
+    return {"table": str(path), "best": {b: (r["variant"], r["num_splits"], r["median_us"]) for b, r in best.items()},
+            "rejected": rejects}
