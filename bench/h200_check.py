@@ -136,6 +136,31 @@ def host_overhead(calls: int = 2000) -> dict:
     }
 
 
+def concurrent_streams(iterations: int = 50) -> dict:
+    """Two threads on two streams, each decoding its own inputs repeatedly: results equal sequential calls."""
+    import threading
+
+    jobs = [_inputs("model1", 8, 1, seed=300 + i) for i in range(2)]
+    expected = [tuple(t.clone() for t in sparse_mla_decode(**inputs)) for inputs in jobs]
+    streams = [torch.cuda.Stream() for _ in jobs]
+    mismatches = [0, 0]
+
+    def worker(i: int) -> None:
+        with torch.cuda.stream(streams[i]):
+            for _ in range(iterations):
+                out, lse = sparse_mla_decode(**jobs[i])
+                streams[i].synchronize()
+                if not (torch.equal(out, expected[i][0]) and torch.equal(lse, expected[i][1])):
+                    mismatches[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"threads": 2, "iterations_each": iterations, "mismatches": mismatches}
+
+
 COLD = r"""
 import sys, time, torch
 torch.cuda.init(); torch.empty(1, device="cuda"); torch.cuda.synchronize()
@@ -181,6 +206,8 @@ def main() -> None:
         print(f"  {r['kv_format']:<7} b={r['b']:<3} s_q={r['s_q']}  eager rel {e['rel_err']:.2e} "
               f"{'PASS' if e['ok'] else 'FAIL'}  replay-with-fresh-inputs rel {g['rel_err']:.2e} "
               f"{'PASS' if g['ok'] else 'FAIL'}  ==eager {r['replay_equals_eager']}  [{r['explain'][:60]}]")
+    RESULTS["concurrent_streams"] = concurrent_streams()
+    print(f"two threads x two streams: {RESULTS['concurrent_streams']}")
     RESULTS["triton_in_sys_modules"] = "triton" in sys.modules
     RESULTS["host_overhead"] = host_overhead()
     RESULTS["cold_start"] = cold_start()

@@ -152,6 +152,7 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
     passing = {n: r for n, r in records.items() if n not in rejects}
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{target}_{shape.kv_format}_h{shape.h_q}"
+    resumed = len(_read_csv(out_dir / f"{stem}.csv"))
     rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", log)
     rows = [r for r in rows if r["variant"] in passing and int(r["batch_rows"]) in batches]
     best = best_per_batch(rows, batches)
@@ -161,6 +162,7 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
             "kind": "tuned", "gpu": torch.cuda.get_device_name(), "driver": _driver(),
             "triton": ops.catalog().manifest["triton_version"], "torch": torch.__version__,
             "date": datetime.date.today().isoformat(), "command": command,
+            "resumed_from_rows": resumed,  # measurements already in the CSV from earlier invocations (same GPU)
             "shape": {"topk": shape.topk, "extra_topk": shape.extra_topk},
             "variants_timed": len(passing), "rejected": rejects,
             "method": "CUDA-graph replay of one call per rotating input set, CUDA events, median per-call time "

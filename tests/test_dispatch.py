@@ -49,6 +49,7 @@ def _record(name: str, kind: str, status: str, variant: dict | None, shared: int
         "params": [], "kernel_name": f"{name}_kernel",
         "binary": f"{name}.cubin" if status == "shipped" else None,
         "binary_format": "cubin", "num_warps": (variant or {}).get("num_warps", 4), "shared_bytes": shared,
+        "triton_version": "3.9.0",
     }
 
 
@@ -294,6 +295,14 @@ def test_binary_checks_sha256(catalog):
     (catalog.root / "sm90" / f"{name}.cubin").write_bytes(b"tampered")
     with pytest.raises(RuntimeError, match=r"has sha256 .*the manifest says .*reinstall the wheel"):
         catalog.binary("sm90", name)
+
+
+def test_binary_refuses_a_record_from_another_triton(catalog):
+    name = "v32_bh16_bt16_w4_s2"
+    path = catalog.root / "sm90" / f"{name}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "triton_version": "3.6.0"}))
+    with pytest.raises(RuntimeError, match=r"compiled by Triton 3\.6\.0, the package by Triton 3\.9\.0"):
+        Catalog(catalog.root).binary("sm90", name)
 
 
 def test_target_for_capability(catalog):

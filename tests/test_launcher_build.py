@@ -75,6 +75,7 @@ def test_import_without_gpu(launcher):
     assert launcher.__name__ == "sparse_mla_aot._launcher"
     for fn in (
         "driver_version",
+        "use_device",
         "load_module",
         "get_function",
         "launch",
@@ -169,6 +170,17 @@ def test_other_functions_validate_first(launcher):
         launcher.stream_is_capturing()
     with pytest.raises(OverflowError):
         launcher.device_max_shared_optin(-1)
+    with pytest.raises(TypeError):
+        launcher.use_device()
+    with pytest.raises(OverflowError):
+        launcher.use_device(-1)
+
+
+def test_use_device_without_a_driver_names_libcuda(launcher):
+    try:
+        launcher.use_device(0)
+    except RuntimeError as e:
+        assert "libcuda.so.1" in str(e) or "CUDA" in str(e)
 
 
 def test_no_link_time_cuda_dependency(built_so):

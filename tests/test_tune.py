@@ -40,3 +40,32 @@ def test_verdict_only_beyond_the_spread():
     assert verdict(_stats(100, 98, 103), _stats(102, 99, 104)).startswith("no verdict")
     assert verdict(_stats(100, 98, 103), _stats(120, 118, 121)) == "A faster by 16.7%"
     assert verdict(_stats(120, 118, 121), _stats(100, 98, 103)) == "B faster by 16.7%"
+
+
+def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
+    import json
+
+    from build_tools import paths, tables
+
+    monkeypatch.setattr(paths, "VARIANTS_DIR", tmp_path / "variants")
+    monkeypatch.setenv(paths.BUILD_DIR_ENV, str(tmp_path / "build"))
+    records = [{"name": f"{f}_bh{bh}_bt16_w4_s2", "kind": "split", "status": "shipped",
+                "variant": {"kv_format": f, "block_h": bh, "block_t": 16, "num_warps": 4, "num_stages": 2},
+                "resources": {"stack_bytes": 0 if bh == 16 else 64, "local_bytes": 0}}
+               for f in ("v32", "model1") for bh in (16, 32, 64)]
+    (tmp_path / "build" / "sm90").mkdir(parents=True)
+    (tmp_path / "build" / "sm90" / "report.json").write_text(json.dumps({"artifacts": records}))
+    tuned = tables.table_path("sm90", "model1", 64)
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text(json.dumps({"provenance": {"kind": "tuned"}, "rows": []}))
+    tables.write_heuristic_tables("sm90")
+    assert json.loads(tuned.read_text()) == {"provenance": {"kind": "tuned"}, "rows": []}
+    heuristic = json.loads(tables.table_path("sm90", "model1", 128).read_text())
+    assert heuristic["provenance"]["kind"] == "heuristic"
+    rows = [(r["max_batch_rows"], r["variant"], r["num_splits"]) for r in heuristic["rows"]]
+    # 132 SMs: block_h 16 (8 head blocks) while bound * 8 < 132, then block_h 64 (2 head blocks)
+    assert rows[:5] == [(1, "model1_bh16_bt16_w4_s2", 32), (2, "model1_bh16_bt16_w4_s2", 16),
+                        (4, "model1_bh16_bt16_w4_s2", 8), (8, "model1_bh16_bt16_w4_s2", 4),
+                        (16, "model1_bh16_bt16_w4_s2", 2)]
+    assert rows[5:] == [(32, "model1_bh64_bt16_w4_s2", 4), (64, "model1_bh64_bt16_w4_s2", 2),
+                        (128, "model1_bh64_bt16_w4_s2", 1), (None, "model1_bh64_bt16_w4_s2", 1)]

@@ -303,6 +303,70 @@ get_device(long long ordinal, CUdevice *dev)
     return 0;
 }
 
+/* Make `dev`'s primary context current on this thread if no context is (the same context the CUDA runtime, and
+ * so torch, uses; the retain is never released: modules live in it and must outlive any caller). A context of
+ * another device is an error: the caller's thread state is not ours to switch. */
+static int
+make_current(long long ordinal, CUdevice dev, const char *fname)
+{
+    CUcontext ctx = NULL;
+    CUdevice cur_dev;
+    CUresult r = p_cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS) {
+        raise_cu("cuCtxGetCurrent", r);
+        return -1;
+    }
+    if (ctx == NULL) {
+        r = p_cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (r != CUDA_SUCCESS) {
+            raise_cu("cuDevicePrimaryCtxRetain", r);
+            return -1;
+        }
+        r = p_cuCtxSetCurrent(ctx);
+        if (r != CUDA_SUCCESS) {
+            raise_cu("cuCtxSetCurrent", r);
+            return -1;
+        }
+        return 0;
+    }
+    r = p_cuCtxGetDevice(&cur_dev);
+    if (r != CUDA_SUCCESS) {
+        raise_cu("cuCtxGetDevice", r);
+        return -1;
+    }
+    if (cur_dev != dev) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s(): the CUDA context current on this thread belongs to device %d, not device %lld; "
+                     "make device %lld current first (e.g. torch.cuda.set_device(%lld))",
+                     fname, (int)cur_dev, ordinal, ordinal, ordinal);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* use_device(device: int) -> None: before launching from a thread that may  */
+/* not have touched CUDA yet (a new Python thread has no current context).   */
+/* ------------------------------------------------------------------------ */
+static PyObject *
+py_use_device(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long ordinal;
+    CUdevice dev;
+    (void)self;
+    if (check_nargs("use_device", nargs, 1) < 0)
+        return NULL;
+    if (get_i64_range(args[0], 0, INT32_MAX, &ordinal, "use_device", "device") < 0)
+        return NULL;
+    if (ensure_driver() < 0)
+        return NULL;
+    if (get_device(ordinal, &dev) < 0)
+        return NULL;
+    if (make_current(ordinal, dev, "use_device") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------ */
 /* load_module(device: int, image: bytes) -> int                            */
 /* ------------------------------------------------------------------------ */
@@ -312,8 +376,7 @@ py_load_module(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long ordinal;
     char *buf = NULL;
     Py_ssize_t len = 0;
-    CUdevice dev, cur_dev;
-    CUcontext ctx = NULL;
+    CUdevice dev;
     CUmodule mod = NULL;
     CUresult r;
     (void)self;
@@ -349,37 +412,8 @@ py_load_module(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (get_device(ordinal, &dev) < 0)
         return NULL;
 
-    r = p_cuCtxGetCurrent(&ctx);
-    if (r != CUDA_SUCCESS)
-        return raise_cu("cuCtxGetCurrent", r);
-    if (ctx == NULL) {
-        /* No context on this thread: use the device's primary context, the
-         * same one the CUDA runtime (and hence torch) uses.  The retain is
-         * intentionally never released: the module lives in this context and
-         * must outlive any caller. */
-        r = p_cuDevicePrimaryCtxRetain(&ctx, dev);
-        if (r != CUDA_SUCCESS)
-            return raise_cu("cuDevicePrimaryCtxRetain", r);
-        r = p_cuCtxSetCurrent(ctx);
-        if (r != CUDA_SUCCESS)
-            return raise_cu("cuCtxSetCurrent", r);
-    }
-    else {
-        /* A context is current; refuse to silently load into another
-         * device's context (the module would be unusable on `device`). */
-        r = p_cuCtxGetDevice(&cur_dev);
-        if (r != CUDA_SUCCESS)
-            return raise_cu("cuCtxGetDevice", r);
-        if (cur_dev != dev) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "load_module(): the CUDA context current on this "
-                         "thread belongs to device %d, not device %lld; make "
-                         "device %lld current first (e.g. "
-                         "torch.cuda.set_device)",
-                         (int)cur_dev, ordinal, ordinal);
-            return NULL;
-        }
-    }
+    if (make_current(ordinal, dev, "load_module") < 0)
+        return NULL;
 
     /* PTX JIT can take a while: release the GIL.  `buf` stays valid because
      * the caller holds a reference to the (immutable) bytes object. */
@@ -774,6 +808,8 @@ py_device_max_shared_optin(PyObject *self, PyObject *const *args,
 static PyMethodDef launcher_methods[] = {
     {"driver_version", py_driver_version, METH_NOARGS,
      "driver_version() -> int\n\nCUDA driver version (e.g. 12040)."},
+    {"use_device", FASTCALL(py_use_device), METH_FASTCALL,
+     "use_device(device) -> None: make the device's primary CUDA context current on this thread if none is."},
     {"load_module", FASTCALL(py_load_module), METH_FASTCALL,
      "load_module(device: int, image: bytes) -> int\n\n"
      "Load a cubin or NUL-terminated PTX image; makes the device's primary "

@@ -107,8 +107,13 @@ class Catalog:
         return {n: r for n, r in self.records(target).items() if r["status"] == "shipped"}
 
     def binary(self, target: str, name: str) -> bytes:
-        """The binary, refused if its sha256 differs from the manifest (a tampered or mixed-up file)."""
+        """The binary, refused if its sha256 differs from the manifest (a tampered or mixed-up file) or its record
+        was built by another Triton than the manifest's (another calling convention)."""
         entry = self.manifest["targets"][target]["artifacts"][name]
+        built_with, expected = self.records(target)[name]["triton_version"], self.manifest["triton_version"]
+        if built_with != expected:
+            raise RuntimeError(f"sparse_mla_aot: {target}/{name} was compiled by Triton {built_with}, the package by "
+                               f"Triton {expected}; its calling convention may differ: rebuild the wheel")
         path = self.root / target / entry["binary"]
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()

@@ -75,6 +75,10 @@ class DeviceKernels:
             names.update(row.variant for row in table.rows)
         self.load(sorted(names))
 
+    def use_device(self) -> None:
+        """A thread that never touched CUDA has no current context: give it this device's (primary) one."""
+        self._launcher.use_device(self.device_index)
+
     def launch(self, k: LoadedKernel, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
         self._launcher.launch(k.function, grid[0], grid[1], grid[2], k.block_x, k.shared_bytes, stream, k.arg_types,
                          *args, *SCRATCH_POINTERS)

@@ -95,6 +95,7 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
     if lse is None:
         lse = torch.empty((call.batch, call.s_q, call.h_q), dtype=torch.float32, device=device)
     stream = torch.cuda.current_stream(device.index).cuda_stream
+    kernels.use_device()
     kernels.launch(split, plan.split_grid, stream, split_arguments(call, plan, partial_out, partial_lse))
     kernels.launch(kernels.kernels[COMBINE], plan.combine_grid, stream,
                    combine_arguments(call, plan, partial_out, partial_lse, out, lse))

@@ -135,7 +135,7 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
         raise ValueError(f"q: d_qk must be 576 (v32) or 512 (model1); got {d_qk}")
     if kv_format is None:
         kv_format = KV_FORMAT_BY_D_QK[d_qk]
-    elif kv_format not in BYTES_PER_TOKEN:
+    elif not isinstance(kv_format, str) or kv_format not in BYTES_PER_TOKEN:
         raise ValueError(f"kv_format must be 'v32', 'model1' or None; got {kv_format!r}")
     elif KV_FORMAT_BY_D_QK[d_qk] != kv_format:
         raise ValueError(f"kv_format {kv_format!r} needs d_qk {576 if kv_format == 'v32' else 512}; q has d_qk {d_qk}")
@@ -146,7 +146,11 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
     _require("q", q, torch.bfloat16, tuple(q.shape), "bfloat16 [b, s_q, h_q, d_qk]")
     if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (int, float)):
         raise TypeError(f"softmax_scale must be a float; got {type(softmax_scale).__name__}")
-    if not math.isfinite(softmax_scale) or softmax_scale <= 0:
+    try:
+        scale = float(softmax_scale)
+    except OverflowError:
+        raise ValueError("softmax_scale must be finite and > 0; got an integer too large for a float") from None
+    if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"softmax_scale must be finite and > 0; got {softmax_scale}")
 
     page_size, block_stride = _cache_geometry("k_cache", _require_tensor("k_cache", k_cache), kv_format)
@@ -171,7 +175,7 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
         _require("out", _require_tensor("out", out), torch.bfloat16, (batch, s_q, h_q, D_V), "bfloat16 [b, s_q, h_q, 512]")
     if lse is not None:
         _require("lse", _require_tensor("lse", lse), torch.float32, (batch, s_q, h_q), "float32 [b, s_q, h_q]")
-    return DecodeCall(q, k_cache, indices, float(softmax_scale), kv_format, batch, s_q, h_q, topk, page_size,
+    return DecodeCall(q, k_cache, indices, scale, kv_format, batch, s_q, h_q, topk, page_size,
                       block_stride, attn_sink, topk_length, extra_k_cache, extra_indices, extra_topk_length,
                       extra_topk, extra_page_size, extra_block_stride, out, lse)
 
