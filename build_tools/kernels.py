@@ -58,7 +58,6 @@ COMBINE_NUM_WARPS = 4
 COMBINE_NAME = "combine"
 
 D_QK = {"v32": 576, "model1": 512}
-D_V = 512
 
 
 @dataclass(frozen=True)

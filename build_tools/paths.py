@@ -9,7 +9,6 @@ TEMPLATES_DIR = ROOT / "templates"
 VARIANTS_DIR = ROOT / "variants"
 GRID_FILE = VARIANTS_DIR / "grid.toml"
 TARGETS_FILE = VARIANTS_DIR / "targets.toml"
-WHEEL_DIR = ROOT / "wheels"
 
 BUILD_DIR_ENV = "SPARSE_MLA_AOT_BUILD_DIR"
 

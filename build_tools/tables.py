@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from build_tools import paths
+from build_tools import kernels, paths
 from build_tools.render import write_if_different
 
 SUPPORTED_H_Q = (8, 16, 32, 64, 128)
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128)
 PREFERRED = {"block_t": 16, "num_warps": 4, "num_stages": 2}
-MAX_SPLITS = 64
 MIN_BLOCK_H = 16
 # Multiprocessors the split count aims to fill (the smallest common part per target).
 SM_COUNT = {"sm120": 170, "sm121": 48, "sm90": 132, "sm89-proxy": 132}
@@ -41,7 +40,7 @@ def _preferred(records: dict[str, dict], kv_format: str) -> dict[int, dict]:
 
 def _splits(rows: int, head_blocks: int, sms: int) -> int:
     splits = 1
-    while rows * head_blocks * splits < sms and splits < MAX_SPLITS:
+    while rows * head_blocks * splits < sms and splits < kernels.MAX_SPLITS:
         splits *= 2
     return splits
 

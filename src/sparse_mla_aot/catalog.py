@@ -65,6 +65,8 @@ class Catalog:
 
     def __init__(self, root: Path | None = None):
         self.root = root or paths.kernel_dir()
+        self._records: dict[str, dict[str, dict]] = {}
+        self._tables: dict[tuple[str, str, int], DispatchTable] = {}
 
     @cached_property
     def manifest(self) -> dict:
@@ -96,7 +98,7 @@ class Catalog:
 
     def records(self, target: str) -> dict[str, dict]:
         """name -> the artifact's build record (status, reason, resources, params, binary, sha256)."""
-        cache = self.__dict__.setdefault("_record_cache", {})
+        cache = self._records
         if target not in cache:
             entry = self.manifest["targets"][target]
             names = [*entry["artifacts"], *entry["pruned"]]
@@ -123,7 +125,7 @@ class Catalog:
         return data
 
     def table(self, target: str, kv_format: str, h_q: int) -> DispatchTable:
-        cache = self.__dict__.setdefault("_table_cache", {})
+        cache = self._tables
         key = (target, kv_format, h_q)
         if key not in cache:
             path = self.root / "tables" / target / f"{table_name(kv_format, h_q)}.json"
