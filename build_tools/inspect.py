@@ -9,7 +9,7 @@ from pathlib import Path
 
 MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
 RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
-ELF_ARCH = re.compile(r"\bsm=(\d+[a-z]?)")
+ELF_ARCH = re.compile(r"code for (sm_\d+[a-z]?)")
 
 
 @dataclass(frozen=True)
@@ -36,17 +36,17 @@ def _cuobjdump(*args: str) -> str:
 
 
 def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
-    usage = _cuobjdump("--dump-resource-usage", str(cubin))
-    section = usage.split(f"Function {kernel_name}:", 1)
+    """One cuobjdump call: the resource table, the SASS ("code for sm_XX" names the ELF's arch) and its MMAs."""
+    dump = _cuobjdump("--dump-resource-usage", "--dump-sass", str(cubin))
+    section = dump.split(f"Function {kernel_name}:", 1)
     match = RESOURCE_LINE.search(section[1] if len(section) == 2 else "")
     if match is None:
-        raise RuntimeError(f"cuobjdump printed no resource line for {kernel_name} in {cubin}:\n{usage}")
+        raise RuntimeError(f"cuobjdump printed no resource line for {kernel_name} in {cubin}:\n{dump[:2000]}")
     registers, stack, shared, local = (int(g) for g in match.groups())
-    arch = ELF_ARCH.search(_cuobjdump("--dump-elf", str(cubin))[:400])
-    sass = _cuobjdump("--dump-sass", str(cubin))
-    mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(sass)})
+    arch = ELF_ARCH.search(dump)
+    mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
     return CubinInspection(
-        elf_arch=f"sm_{arch.group(1)}" if arch else "unknown",
+        elf_arch=arch.group(1) if arch else "unknown",
         registers=registers, stack_bytes=stack, shared_static_bytes=shared, local_bytes=local,
         mma_instructions=tuple(mma),
     )
