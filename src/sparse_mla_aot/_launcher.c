@@ -51,10 +51,6 @@ typedef int CUfunction_attribute;          /* enum CUfunction_attribute_enum */
 typedef int CUdevice_attribute;            /* enum CUdevice_attribute_enum */
 #define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
 
-typedef int CUstreamCaptureStatus;         /* enum CUstreamCaptureStatus_enum */
-#define CU_STREAM_CAPTURE_STATUS_NONE 0
-#define CU_STREAM_CAPTURE_STATUS_ACTIVE 1
-#define CU_STREAM_CAPTURE_STATUS_INVALIDATED 2
 
 /* Default dynamic shared memory limit without opt-in (48 KiB). */
 #define DEFAULT_MAX_DYNAMIC_SHARED 49152
@@ -80,7 +76,6 @@ typedef CUresult (*PFN_cuLaunchKernel)(CUfunction, unsigned int, unsigned int,
                                        unsigned int, unsigned int, unsigned int,
                                        unsigned int, unsigned int, CUstream,
                                        void **, void **);
-typedef CUresult (*PFN_cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
 typedef CUresult (*PFN_cuGetErrorName)(CUresult, const char **);
 typedef CUresult (*PFN_cuGetErrorString)(CUresult, const char **);
 
@@ -106,7 +101,6 @@ static PFN_cuModuleLoadData p_cuModuleLoadData;
 static PFN_cuModuleGetFunction p_cuModuleGetFunction;
 static PFN_cuFuncSetAttribute p_cuFuncSetAttribute;
 static PFN_cuLaunchKernel p_cuLaunchKernel;
-static PFN_cuStreamIsCapturing p_cuStreamIsCapturing;
 static PFN_cuGetErrorName p_cuGetErrorName;
 static PFN_cuGetErrorString p_cuGetErrorString;
 
@@ -159,7 +153,6 @@ ensure_driver(void)
             RESOLVE(cuModuleGetFunction)
             RESOLVE(cuFuncSetAttribute)
             RESOLVE(cuLaunchKernel)
-            RESOLVE(cuStreamIsCapturing)
             RESOLVE(cuGetErrorName)
             RESOLVE(cuGetErrorString)
 #undef RESOLVE
@@ -746,59 +739,6 @@ py_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ------------------------------------------------------------------------ */
-/* stream_is_capturing(stream: int) -> bool                                 */
-/* ------------------------------------------------------------------------ */
-static PyObject *
-py_stream_is_capturing(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    unsigned long long stream;
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r;
-    (void)self;
-
-    if (check_nargs("stream_is_capturing", nargs, 1) < 0)
-        return NULL;
-    if (get_u64(args[0], &stream, "stream_is_capturing", "stream") < 0)
-        return NULL;
-    if (ensure_driver() < 0)
-        return NULL;
-    r = p_cuStreamIsCapturing((CUstream)(uintptr_t)stream, &status);
-    if (r != CUDA_SUCCESS)
-        return raise_cu("cuStreamIsCapturing", r);
-    /* ACTIVE and INVALIDATED both mean a capture is in progress. */
-    return PyBool_FromLong(status != CU_STREAM_CAPTURE_STATUS_NONE);
-}
-
-/* ------------------------------------------------------------------------ */
-/* device_max_shared_optin(device: int) -> int                              */
-/* ------------------------------------------------------------------------ */
-static PyObject *
-py_device_max_shared_optin(PyObject *self, PyObject *const *args,
-                           Py_ssize_t nargs)
-{
-    long long ordinal;
-    CUdevice dev;
-    int value = 0;
-    CUresult r;
-    (void)self;
-
-    if (check_nargs("device_max_shared_optin", nargs, 1) < 0)
-        return NULL;
-    if (get_i64_range(args[0], 0, INT32_MAX, &ordinal,
-                      "device_max_shared_optin", "device") < 0)
-        return NULL;
-    if (ensure_driver() < 0)
-        return NULL;
-    if (get_device(ordinal, &dev) < 0)
-        return NULL;
-    r = p_cuDeviceGetAttribute(
-        &value, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
-    if (r != CUDA_SUCCESS)
-        return raise_cu("cuDeviceGetAttribute", r);
-    return PyLong_FromLong(value);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Module definition.                                                       */
 /* ------------------------------------------------------------------------ */
 /* Cast through a generic function pointer: METH_FASTCALL functions have a
@@ -822,12 +762,6 @@ static PyMethodDef launcher_methods[] = {
      "arg_types, *args) -> None\n\n"
      "arg_types: bytes, one code per kernel argument: p=pointer (int or None), "
      "i=int32, l=int64, f=float32."},
-    {"stream_is_capturing", FASTCALL(py_stream_is_capturing), METH_FASTCALL,
-     "stream_is_capturing(stream: int) -> bool"},
-    {"device_max_shared_optin", FASTCALL(py_device_max_shared_optin),
-     METH_FASTCALL,
-     "device_max_shared_optin(device: int) -> int\n\n"
-     "Max opt-in shared memory per block in bytes."},
     {NULL, NULL, 0, NULL}};
 
 /* Multi-phase init (PEP 489): the module's __name__ comes from the import
