@@ -13,7 +13,9 @@ import statistics
 import torch
 
 import sparse_mla_aot
+from sparse_mla_aot.kv_cache import KV_FORMAT_DIMS as D_QK
 from sparse_mla_aot.reference import make_inputs
+from sparse_mla_aot.validation import BYTES_PER_TOKEN
 
 SHAPES = {  # name: (kv_format, h_q, topk, extra_topk)
     "v32/h128/topk2048": ("v32", 128, 2048, 0),
@@ -21,8 +23,6 @@ SHAPES = {  # name: (kv_format, h_q, topk, extra_topk)
     "model1/h16/topk512": ("model1", 16, 512, 0),
 }
 BATCHES = (1, 8, 32, 64, 128)
-BYTES_PER_TOKEN = {"v32": 656, "model1": 584}
-D_QK = {"v32": 576, "model1": 512}
 CACHE_TOKENS = 262144
 SETS = 16
 REPLAYS = 200

@@ -11,10 +11,10 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot.paths import FORCE_ENV
+from sparse_mla_aot.kv_cache import KV_FORMAT_DIMS as D_QK
 from sparse_mla_aot.reference import make_inputs
+from sparse_mla_aot.validation import BYTES_PER_TOKEN
 
-BYTES_PER_TOKEN = {"v32": 656, "model1": 584}
-D_QK = {"v32": 576, "model1": 512}
 CACHE_TOKENS = 262144  # one shared cache of ~150 MB: the gathers land mostly outside the H200's 60 MB L2
 ROTATION_BYTES = 120 * 2**20  # each timed replay touches at least this much distinct cache (2x L2)
 MAX_SETS = 32

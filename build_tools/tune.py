@@ -57,9 +57,9 @@ def _read_csv(path: Path) -> dict[tuple[int, str, int], dict]:
         return {(int(r["batch_rows"]), r["variant"], int(r["num_splits"])): r for r in csv.DictReader(f)}
 
 
-def measure(shape: Shape, records: dict[str, dict], batches, splits, replays: int, csv_path: Path, log) -> list[dict]:
-    """Every (batch, variant, split) not already in csv_path; appends each row as it is measured (resumable)."""
-    done = _read_csv(csv_path)
+def measure(shape: Shape, records: dict[str, dict], batches, splits, replays: int, csv_path: Path,
+            done: dict[tuple[int, str, int], dict], log) -> list[dict]:
+    """Every (batch, variant, split) not in `done` (csv_path's rows); appends each row as measured (resumable)."""
     new_file = not csv_path.exists()
     inputs = InputSets(shape)
     with open(csv_path, "a", newline="") as f:
@@ -152,8 +152,9 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
     passing = {n: r for n, r in records.items() if n not in rejects}
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{target}_{shape.kv_format}_h{shape.h_q}"
-    resumed = len(_read_csv(out_dir / f"{stem}.csv"))
-    rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", log)
+    done = _read_csv(out_dir / f"{stem}.csv")
+    resumed = len(done)
+    rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", done, log)
     rows = [r for r in rows if r["variant"] in passing and int(r["batch_rows"]) in batches]
     best = best_per_batch(rows, batches)
     table = {
