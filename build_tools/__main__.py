@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--quiet-table", action="store_true", help="do not print the full variant table")
     tables = sub.add_parser("tables", help="write heuristic dispatch tables into variants/<target>/ from a build")
     tables.add_argument("--target", type=_targets, required=True)
+    tables.add_argument("--proxy-sweep", type=Path, default=None,
+                        help="a folder of `tune --target sm89-proxy` CSVs: derive those shapes' tables from them")
     def shape_args(p):
         p.add_argument("--kv-format", choices=("v32", "model1"), required=True)
         p.add_argument("--heads", type=int, required=True, help="h_q")
@@ -82,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "tables":
-        from build_tools.tables import write_heuristic_tables
+        from build_tools.tables import write_heuristic_tables, write_proxy_derived_tables
 
         for target in args.target:
-            for path in write_heuristic_tables(target):
+            written = (write_proxy_derived_tables(target, args.proxy_sweep) if args.proxy_sweep
+                       else write_heuristic_tables(target))
+            for path in written:
                 print(path.relative_to(path.parents[2]))
         return 0
 

@@ -3,7 +3,7 @@ graphs and replayed alternately; per batch size the median and spread (p10..p90)
 where the medians differ by more than the larger spread."""
 from __future__ import annotations
 
-from build_tools.gpu_timing import InputSets, Shape, capture, replay_times_us, summary
+from build_tools.gpu_timing import InputSets, Shape, capture, forced, replay_times_us, summary
 from sparse_mla_aot.dispatch import parse_force
 
 
@@ -28,7 +28,10 @@ def run_ab(shape: Shape, a: str | None, b: str | None, batches, rounds: int = 20
     results = []
     for batch in batches:
         sets = inputs.sets_for(batch)
-        graph_a, graph_b = capture(sets, a), capture(sets, b)
+        with forced(a):
+            graph_a = capture(sets)
+        with forced(b):
+            graph_b = capture(sets)
         times_a, times_b = [], []
         for _ in range(rounds):  # alternate, so drift (clocks, temperature) hits both sides alike
             times_a += replay_times_us(graph_a, len(sets), per_round)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -77,15 +79,16 @@ def forced(spec: str | None):
             os.environ[FORCE_ENV] = previous
 
 
-def capture(sets: list[dict], spec: str | None) -> torch.cuda.CUDAGraph:
-    """One graph that decodes every set once; the eager call first loads the variant outside capture."""
-    with forced(spec):
-        sparse_mla_aot.sparse_mla_decode(**sets[0])
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for inputs in sets:
-                sparse_mla_aot.sparse_mla_decode(**inputs)
+def capture(sets: list[dict], decode: Callable | None = None) -> torch.cuda.CUDAGraph:
+    """One graph that decodes every set once (decode: the installed op unless given; wrap in `forced` to pin a
+    variant). The eager call first loads (or, for a JIT peer, compiles and tunes) outside capture."""
+    decode = decode or sparse_mla_aot.sparse_mla_decode
+    decode(**sets[0])
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for inputs in sets:
+            decode(**inputs)
     graph.replay()  # warm-up
     graph.replay()
     return graph
@@ -107,3 +110,37 @@ def summary(times: list[float]) -> dict:
     ordered = sorted(times)
     n = len(ordered)
     return {"median_us": ordered[n // 2], "p10_us": ordered[n // 10], "p90_us": ordered[(n * 9) // 10], "n": n}
+
+
+def measure_ceilings() -> dict:
+    """The H200's copy bandwidth (bytes read + written, 1 GiB copy) and bf16 matmul rate (8192^3), medians of 20."""
+    src = torch.randn(2**28, device="cuda")
+    dst = torch.empty_like(src)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def median_ms(fn) -> float:
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(20):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
+
+    copy_ms = median_ms(lambda: dst.copy_(src))
+    mm_ms = median_ms(lambda: a @ b)
+    return {"copy_bytes_per_s": 2 * src.numel() * 4 / (copy_ms / 1e3), "bf16_flops_per_s": 2 * 8192**3 / (mm_ms / 1e3)}
+
+
+def floor_us(shape: Shape, batch_rows: int, ceilings: dict) -> float:
+    """No kernel beats max(bytes it must move / copy bandwidth, its matmul FLOPs / bf16 matrix rate): the gathered
+    cache records, q, out and lse; QK^T over d_qk and PV over 512 per head and token."""
+    tokens = batch_rows * (shape.topk + shape.extra_topk)
+    moved = tokens * BYTES_PER_TOKEN[shape.kv_format] + batch_rows * shape.h_q * (D_QK[shape.kv_format] * 2 + 512 * 2 + 4)
+    flops = 2 * tokens * shape.h_q * (D_QK[shape.kv_format] + 512)
+    return max(moved / ceilings["copy_bytes_per_s"], flops / ceilings["bf16_flops_per_s"]) * 1e6

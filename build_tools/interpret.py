@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from build_tools.compile import load_jit_function
-from build_tools.render import RenderedKernel, render_combine, render_split
+from build_tools.render import AutotunedBlocks, RenderedKernel, render_combine, render_split
 from build_tools.variant import Variant
 from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
 from sparse_mla_aot.validation import D_V, check_arguments
@@ -28,9 +28,10 @@ def _interpreted(rendered: RenderedKernel, directory: Path):
     return load_jit_function(path, rendered.kernel_name)
 
 
-def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, softmax_scale,
-                     **options) -> tuple[torch.Tensor, torch.Tensor]:
-    """sparse_mla_decode on CPU tensors through the interpreter, float32 dot operands; returns (out, lse)."""
+def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, softmax_scale, *,
+                     block_sizes_as_constexprs: bool = False, **options) -> tuple[torch.Tensor, torch.Tensor]:
+    """sparse_mla_decode on CPU tensors through the interpreter, float32 dot operands; returns (out, lse).
+    block_sizes_as_constexprs: run the JIT peer's rendering (AutotunedBlocks) with the variant's block sizes."""
     call = check_arguments(q, k_cache, indices, softmax_scale, **options)
     if call.kv_format != variant.kv_format:
         raise ValueError(f"variant {variant.name} is for {variant.kv_format}; inputs are {call.kv_format}")
@@ -41,9 +42,14 @@ def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, sof
     out = torch.full((call.batch, call.s_q, call.h_q, D_V), float("nan"), dtype=torch.bfloat16)
     lse = torch.full((call.batch, call.s_q, call.h_q), float("nan"), dtype=torch.float32)
     with tempfile.TemporaryDirectory() as tmp:
-        split = _interpreted(render_split(variant, dot_dtype="float32"), Path(tmp))
+        if block_sizes_as_constexprs:
+            split = _interpreted(render_split(AutotunedBlocks(variant.kv_format), dot_dtype="float32"), Path(tmp))
+            constexprs = {"BLOCK_H": variant.block_h, "BLOCK_T": variant.block_t}
+        else:
+            split = _interpreted(render_split(variant, dot_dtype="float32"), Path(tmp))
+            constexprs = {}
         combine = _interpreted(render_combine(), Path(tmp))
-        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, pointer=_itself))
+        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, pointer=_itself), **constexprs)
         combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse, out, lse,
                                                        pointer=_itself))
     return out, lse

@@ -53,16 +53,36 @@ def _dot_dtype(dot_dtype: str) -> str:
     return DOT_DTYPES[dot_dtype]
 
 
-def render_split(variant: Variant, dot_dtype: str = "bfloat16") -> RenderedKernel:
-    """bfloat16 dot operands for compiled variants; float32 for the interpreter (its bf16 tl.dot is broken)."""
+@dataclass(frozen=True)
+class AutotunedBlocks:
+    """Stands in for a Variant when rendering for the JIT peer (bench/peers.py): the block sizes become the
+    constexpr parameters BLOCK_H / BLOCK_T and warps / stages are left to @triton.autotune."""
+
+    kv_format: str
+    block_h: str = "BLOCK_H"
+    block_t: str = "BLOCK_T"
+    num_warps: str = "(autotuned)"
+    num_stages: str = "(autotuned)"
+
+    @property
+    def name(self) -> str:
+        return f"{self.kv_format}_autotuned"
+
+
+def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16") -> RenderedKernel:
+    """bfloat16 dot operands for compiled variants; float32 for the interpreter (its bf16 tl.dot is broken).
+    An AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as trailing constexpr parameters."""
     kernel_name = f"sparse_mla_split_{variant.name}"
+    params = [p.name for p in kernels.SPLIT_PARAMS]
+    if isinstance(variant, AutotunedBlocks):
+        params += [f"{variant.block_h}: tl.constexpr", f"{variant.block_t}: tl.constexpr"]
     source = _environment().get_template(SPLIT_TEMPLATE).render(
         template=SPLIT_TEMPLATE,
         template_hash=templates_hash(),
         variant=variant,
         dot_dtype=_dot_dtype(dot_dtype),
         kernel_name=kernel_name,
-        params=[p.name for p in kernels.SPLIT_PARAMS],
+        params=params,
         d_qk=kernels.D_QK[variant.kv_format],
         layout=kernels.LAYOUTS[variant.kv_format],
     )

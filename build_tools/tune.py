@@ -8,6 +8,7 @@ import datetime
 import fnmatch
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import torch
@@ -15,13 +16,18 @@ import torch
 import sparse_mla_aot
 from build_tools import paths
 from build_tools.gpu_timing import InputSets, Shape, capture, forced, replay_times_us, summary
+from build_tools.measurements import CSV_FIELDS, Key, best_per_batch, header, read_rows, table_rows, write_rows
 from build_tools.render import write_if_different
 from sparse_mla_aot import ops
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
 BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
-CSV_FIELDS = ("batch_rows", "variant", "num_splits", "median_us", "p10_us", "p90_us", "n", "calls_per_replay")
+# Two passes per batch size: every point is screened with a few replays; only points within SCREEN_MARGIN of the
+# best screened time are measured in full (>= 50 replays) and only those can enter the table. A 5-replay median
+# is within a few percent of the 50-replay one here, so a 1.3x margin keeps every plausible winner.
+SCREEN_REPLAYS = 5
+SCREEN_MARGIN = 1.3
 
 
 def force_spec(variant: dict, num_splits: int) -> str:
@@ -50,61 +56,58 @@ def numerics_rejects(shape: Shape, records: dict[str, dict]) -> dict[str, str]:
     return rejects
 
 
-def _read_csv(path: Path) -> dict[tuple[int, str, int], dict]:
-    if not path.exists():
-        return {}
-    with open(path, newline="") as f:
-        return {(int(r["batch_rows"]), r["variant"], int(r["num_splits"])): r for r in csv.DictReader(f)}
+def points(shape: Shape, records: dict[str, dict], splits) -> list[tuple[str, int]]:
+    """(variant, split count) pairs; more splits than tiles would be the same launch as tiles splits."""
+    return [(name, s) for name, record in records.items() for s in splits
+            if s <= (shape.topk + shape.extra_topk) // record["variant"]["block_t"]]
+
+
+def contenders(screened: dict[tuple[str, int], float], margin: float = SCREEN_MARGIN) -> list[tuple[str, int]]:
+    """Points whose screened median is within `margin` of the best screened median."""
+    best = min(screened.values())
+    return sorted(p for p, median in screened.items() if median <= margin * best)
 
 
 def measure(shape: Shape, records: dict[str, dict], batches, splits, replays: int, csv_path: Path,
-            done: dict[tuple[int, str, int], dict], log) -> list[dict]:
-    """Every (batch, variant, split) not in `done` (csv_path's rows); appends each row as measured (resumable)."""
+            done: dict[Key, dict], log) -> list[dict]:
+    """Screen every (variant, split) per batch, then measure the contenders in full. Appends each row to csv_path
+    as it is measured, so an interrupted tune resumes where it stopped."""
+    if csv_path.exists() and header(csv_path) != list(CSV_FIELDS):
+        write_rows(csv_path, list(done.values()))  # an older column order: rewrite before appending
     new_file = not csv_path.exists()
     inputs = InputSets(shape)
     with open(csv_path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, lineterminator="\n")
         if new_file:
             writer.writeheader()
+
+        def timed(batch, sets, name, num_splits, stage, count):
+            key = (batch, name, num_splits, stage)
+            if key not in done:
+                with forced(force_spec(records[name]["variant"], num_splits)):
+                    graph = capture(sets)
+                stats = summary(replay_times_us(graph, len(sets), count))
+                del graph
+                done[key] = {"batch_rows": batch, "variant": name, "num_splits": num_splits, "stage": stage,
+                             **stats, "calls_per_replay": len(sets)}
+                writer.writerow(done[key])
+                f.flush()
+            return float(done[key]["median_us"])
+
         for batch in batches:
-            sets = None
-            for name, record in records.items():
-                tiles = (shape.topk + shape.extra_topk) // record["variant"]["block_t"]
-                for num_splits in splits:
-                    if num_splits > tiles or (batch, name, num_splits) in done:
-                        continue  # more splits than tiles is the same launch as tiles splits
-                    sets = sets or inputs.sets_for(batch)
-                    graph = capture(sets, force_spec(record["variant"], num_splits))
-                    stats = summary(replay_times_us(graph, len(sets), replays))
-                    del graph
-                    row = {"batch_rows": batch, "variant": name, "num_splits": num_splits, **stats,
-                           "calls_per_replay": len(sets)}
-                    writer.writerow(row)
-                    f.flush()
-                    done[(batch, name, num_splits)] = row
-            best = min((r for r in done.values() if int(r["batch_rows"]) == batch),
-                       key=lambda r: float(r["median_us"]))
-            print(f"{shape.label} batch_rows {batch:>4}: best {best['variant']} x{best['num_splits']} "
-                  f"{float(best['median_us']):.1f} us", file=log, flush=True)
+            started = time.monotonic()
+            sets = inputs.sets_for(batch)
+            todo = points(shape, records, splits)
+            full_before = {p for p in todo if (batch, *p, "full") in done}
+            screened = {p: timed(batch, sets, *p, "screen", SCREEN_REPLAYS) for p in todo if p not in full_before}
+            screened.update({p: float(done[(batch, *p, "full")]["median_us"]) for p in full_before})
+            finalists = contenders(screened)
+            full = {p: timed(batch, sets, *p, "full", replays) for p in finalists}
+            (name, num_splits), best_us = min(full.items(), key=lambda item: item[1])
+            print(f"{shape.label} batch_rows {batch:>4}: {len(screened)} screened, {len(finalists)} in full; best "
+                  f"{name} x{num_splits} {best_us:.1f} us ({time.monotonic() - started:.0f} s)", file=log,
+                  flush=True)
     return list(done.values())
-
-
-def best_per_batch(rows: list[dict], batches) -> dict[int, dict]:
-    return {b: min((r for r in rows if int(r["batch_rows"]) == b), key=lambda r: float(r["median_us"]))
-            for b in batches}
-
-
-def table_rows(best: dict[int, dict]) -> list[dict]:
-    """<= bound buckets: consecutive batch sizes with the same choice merge; the last row is open-ended."""
-    rows: list[dict] = []
-    for batch in sorted(best):
-        choice = (best[batch]["variant"], int(best[batch]["num_splits"]))
-        if rows and (rows[-1]["variant"], rows[-1]["num_splits"]) == choice:
-            rows[-1]["max_batch_rows"] = batch
-        else:
-            rows.append({"max_batch_rows": batch, "variant": choice[0], "num_splits": choice[1]})
-    rows[-1]["max_batch_rows"] = None
-    return rows
 
 
 def _driver() -> str:
@@ -121,10 +124,10 @@ def plot(rows: list[dict], best: dict[int, dict], shape: Shape, path: Path) -> N
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for name in sorted({r["variant"] for r in rows}):
-        points = sorted((int(b), min(float(r["median_us"]) for r in rows
-                                     if r["variant"] == name and int(r["batch_rows"]) == b))
-                        for b in {int(r["batch_rows"]) for r in rows if r["variant"] == name})
-        ax.plot(*zip(*points), color="0.75", linewidth=0.8)
+        curve = sorted((int(b), min(float(r["median_us"]) for r in rows
+                                    if r["variant"] == name and int(r["batch_rows"]) == b))
+                       for b in {int(r["batch_rows"]) for r in rows if r["variant"] == name})
+        ax.plot(*zip(*curve), color="0.75", linewidth=0.8)
     envelope = sorted((b, float(r["median_us"])) for b, r in best.items())
     ax.plot(*zip(*envelope), color="tab:red", linewidth=2.5, marker="o", label="chosen (table)")
     ax.set_xlabel("batch rows (b * s_q)")
@@ -152,8 +155,9 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
     passing = {n: r for n, r in records.items() if n not in rejects}
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{target}_{shape.kv_format}_h{shape.h_q}"
-    done = _read_csv(out_dir / f"{stem}.csv")
+    done = read_rows(out_dir / f"{stem}.csv")
     resumed = len(done)
+    started = time.monotonic()
     rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", done, log)
     rows = [r for r in rows if r["variant"] in passing and int(r["batch_rows"]) in batches]
     best = best_per_batch(rows, batches)
@@ -166,8 +170,11 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
             "resumed_from_rows": resumed,  # measurements already in the CSV from earlier invocations (same GPU)
             "shape": {"topk": shape.topk, "extra_topk": shape.extra_topk},
             "variants_timed": len(passing), "rejected": rejects,
+            "wall_s": round(time.monotonic() - started),  # measuring, this invocation
             "method": "CUDA-graph replay of one call per rotating input set, CUDA events, median per-call time "
-                      "of the replays; inputs: random q and indices over a 262,144-token cache",
+                      f"of the replays; inputs: random q and indices over a 262,144-token cache; every point "
+                      f"screened with {SCREEN_REPLAYS} replays, those within {SCREEN_MARGIN}x of the best measured "
+                      f"with {replays}",
         },
         "rows": table_rows(best),
     }
@@ -175,4 +182,4 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
     write_if_different(path, json.dumps(table, indent=1) + "\n")
     plot(rows, best, shape, out_dir / f"{stem}.png")
     return {"table": str(path), "best": {b: (r["variant"], r["num_splits"], r["median_us"]) for b, r in best.items()},
-            "rejected": rejects}
+            "rejected": rejects, "wall_s": table["provenance"]["wall_s"]}

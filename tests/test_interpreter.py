@@ -49,3 +49,12 @@ def test_split_counts_agree_including_empty_splits(num_splits):
     out, lse = interpret_decode(Variant("model1", 16, 16, 4, 2), num_splits, **inputs)
     figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
     assert figures["ok"], figures["failures"]
+
+
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
+def test_jit_peer_rendering_with_block_size_constexprs_matches_reference(kv_format):
+    """bench/peers.py autotunes this rendering on a GPU; here its logic runs with one config's block sizes."""
+    inputs = _inputs(kv_format, CASES["extra_set"] if kv_format == "model1" else CASES["sink_and_inf_sink"])
+    out, lse = interpret_decode(Variant(kv_format, 16, 32, 4, 2), 3, block_sizes_as_constexprs=True, **inputs)
+    figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
+    assert figures["ok"], figures["failures"]

@@ -2,7 +2,8 @@
 import pytest
 
 from build_tools.ab import parse_side, verdict
-from build_tools.tune import force_spec, table_rows
+from build_tools.measurements import table_rows
+from build_tools.tune import force_spec
 from sparse_mla_aot.catalog import parse_table
 
 
@@ -42,22 +43,33 @@ def test_verdict_only_beyond_the_spread():
     assert verdict(_stats(120, 118, 121), _stats(100, 98, 103)) == "B faster by 16.7%"
 
 
-def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
+def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept):
+    """A build report of shipped two-stage variants (block_h 16, 32, 64) for target, and one committed table of
+    kind kept[2] for (kv_format, h_q) = kept[:2]; returns that table's path."""
     import json
 
     from build_tools import paths, tables
 
     monkeypatch.setattr(paths, "VARIANTS_DIR", tmp_path / "variants")
     monkeypatch.setenv(paths.BUILD_DIR_ENV, str(tmp_path / "build"))
-    records = [{"name": f"{f}_bh{bh}_bt16_w4_s2", "kind": "split", "status": "shipped",
-                "variant": {"kv_format": f, "block_h": bh, "block_t": 16, "num_warps": 4, "num_stages": 2},
-                "resources": {"stack_bytes": 0 if bh == 16 else 64, "local_bytes": 0}}
-               for f in ("v32", "model1") for bh in (16, 32, 64)]
-    (tmp_path / "build" / "sm90").mkdir(parents=True)
-    (tmp_path / "build" / "sm90" / "report.json").write_text(json.dumps({"artifacts": records}))
-    tuned = tables.table_path("sm90", "model1", 64)
-    tuned.parent.mkdir(parents=True)
-    tuned.write_text(json.dumps({"provenance": {"kind": "tuned"}, "rows": []}))
+    records = [{"name": f"{f}_bh{bh}_bt{bt}_w{w}_s2", "kind": "split", "status": "shipped",
+                "variant": {"kv_format": f, "block_h": bh, "block_t": bt, "num_warps": w, "num_stages": 2},
+                "resources": {"stack_bytes": 0, "local_bytes": 0}}
+               for f in ("v32", "model1") for bh in (16, 32, 64) for bt in block_ts for w in warps]
+    (tmp_path / "build" / target).mkdir(parents=True)
+    (tmp_path / "build" / target / "report.json").write_text(json.dumps({"artifacts": records}))
+    table = tables.table_path(target, kept[0], kept[1])
+    table.parent.mkdir(parents=True)
+    table.write_text(json.dumps({"provenance": {"kind": kept[2]}, "rows": []}))
+    return table
+
+
+def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
+    import json
+
+    from build_tools import tables
+
+    tuned = _fake_build(tmp_path, monkeypatch, "sm90", block_ts=(16,), warps=(4,), kept=("model1", 64, "tuned"))
     tables.write_heuristic_tables("sm90")
     assert json.loads(tuned.read_text()) == {"provenance": {"kind": "tuned"}, "rows": []}
     heuristic = json.loads(tables.table_path("sm90", "model1", 128).read_text())
@@ -69,3 +81,123 @@ def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
                         (16, "model1_bh16_bt16_w4_s2", 2)]
     assert rows[5:] == [(32, "model1_bh64_bt16_w4_s2", 4), (64, "model1_bh64_bt16_w4_s2", 2),
                         (128, "model1_bh64_bt16_w4_s2", 1), (None, "model1_bh64_bt16_w4_s2", 1)]
+
+
+def test_screening_keeps_every_point_within_the_margin():
+    from build_tools.tune import contenders
+
+    screened = {("a", 1): 100.0, ("a", 2): 129.0, ("b", 1): 131.0, ("b", 8): 400.0}
+    assert contenders(screened, margin=1.3) == [("a", 1), ("a", 2)]
+    assert contenders({("a", 1): 5.0}) == [("a", 1)]
+
+
+def test_points_skip_split_counts_beyond_the_tile_count():
+    from build_tools.gpu_timing import Shape
+    from build_tools.tune import points
+
+    records = {"v_bt64": {"variant": {"block_t": 64}}, "v_bt16": {"variant": {"block_t": 16}}}
+    got = points(Shape("model1", 16, 512, 128), records, (1, 8, 16, 64))
+    assert got == [("v_bt64", 1), ("v_bt64", 8), ("v_bt16", 1), ("v_bt16", 8), ("v_bt16", 16)]
+
+
+def test_rows_from_before_screening_read_as_full_and_only_full_rows_enter_the_table(tmp_path):
+    from build_tools.measurements import best_per_batch, read_rows, write_rows
+
+    old = tmp_path / "old.csv"
+    old.write_text("batch_rows,variant,num_splits,median_us,p10_us,p90_us,n,calls_per_replay\n"
+                   "1,a,4,10.0,9.0,11.0,50,32\n")
+    rows = read_rows(old)
+    assert list(rows) == [(1, "a", 4, "full")]
+    screen = {"batch_rows": "1", "variant": "b", "num_splits": "2", "stage": "screen", "median_us": "5.0",
+              "p10_us": "5", "p90_us": "5", "n": "5", "calls_per_replay": "32"}
+    write_rows(old, [*rows.values(), screen])
+    again = read_rows(old)
+    assert set(again) == {(1, "a", 4, "full"), (1, "b", 2, "screen")}
+    assert best_per_batch(list(again.values()), [1])[1]["variant"] == "a"  # the faster screen row is not a result
+
+
+def _record(name, stack, status="shipped"):
+    return {"name": name, "status": status, "resources": {"stack_bytes": stack}}
+
+
+def _measured(batch, variant, splits, median, stage="full"):
+    return {"batch_rows": str(batch), "variant": variant, "num_splits": str(splits), "stage": stage,
+            "median_us": str(median)}
+
+
+def test_proxy_derived_table_prefers_a_near_tie_that_spills_less_and_scales_splits():
+    from build_tools.tables import proxy_derived_table
+
+    records = {"fast_spills": _record("fast_spills", 1328), "near_clean": _record("near_clean", 0),
+               "slow_clean": _record("slow_clean", 0), "pruned": _record("pruned", 0, status="pruned")}
+    rows = [_measured(1, "fast_spills", 32, 100.0), _measured(1, "near_clean", 32, 108.0),
+            _measured(1, "slow_clean", 32, 111.0), _measured(1, "pruned", 32, 90.0),
+            _measured(1, "slow_clean", 8, 50.0, stage="screen"),  # screening rows never enter a table
+            _measured(8, "fast_spills", 4, 100.0), _measured(8, "near_clean", 4, 120.0)]
+    table = proxy_derived_table("sm120", records, rows, "v32", 128, {"csv": "x.csv"})
+    assert table["provenance"]["kind"] == "proxy-derived"
+    assert table["rows"] == [{"max_batch_rows": 1, "variant": "near_clean", "num_splits": 32},
+                             {"max_batch_rows": None, "variant": "fast_spills", "num_splits": 4}]
+    sm121 = proxy_derived_table("sm121", records, rows, "v32", 128, {"csv": "x.csv"})  # 48 SMs: 32 -> 16
+    assert sm121["rows"][0]["num_splits"] == 16
+    with pytest.raises(ValueError, match="proxy-derived tables are for"):
+        proxy_derived_table("sm90", records, rows, "v32", 128, {})
+
+
+def test_mma_sync_targets_take_the_sweep_family_and_keep_proxy_derived_tables(tmp_path, monkeypatch):
+    import json
+
+    from build_tools import tables
+
+    derived = _fake_build(tmp_path, monkeypatch, "sm120", block_ts=(16, 32, 64), warps=(4, 8),
+                          kept=("v32", 128, "proxy-derived"))
+    tables.write_heuristic_tables("sm120")
+    assert json.loads(derived.read_text())["rows"] == []
+    model1 = json.loads(tables.table_path("sm120", "model1", 128).read_text())
+    assert {r["variant"] for r in model1["rows"]} == {"model1_bh16_bt32_w4_s2", "model1_bh32_bt32_w4_s2"}
+    v32 = json.loads(tables.table_path("sm120", "v32", 64).read_text())
+    assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt64_w8_s2", "v32_bh64_bt64_w8_s2"}
+
+
+def test_measure_screens_all_points_measures_contenders_in_full_and_resumes(tmp_path, monkeypatch):
+    """The tune loop with the GPU parts replaced: graph = the forced spec, replay time = a fixed figure per spec."""
+    import io
+    import os
+
+    from build_tools import tune
+    from build_tools.gpu_timing import Shape
+    from build_tools.measurements import read_rows
+    from sparse_mla_aot.paths import FORCE_ENV
+
+    records = {f"v_bt{bt}": {"variant": {"block_h": 16, "block_t": bt, "num_warps": 4, "num_stages": 2}}
+               for bt in (16, 64)}
+    speed = {16: {1: 100.0, 2: 60.0, 4: 40.0}, 64: {1: 45.0, 2: 300.0, 4: 500.0}}  # [block_t][splits] -> us
+    captures = []
+
+    class FakeInputs:
+        def __init__(self, shape):
+            pass
+
+        def sets_for(self, batch):
+            return [{}, {}]
+
+    def fake_capture(sets):
+        captures.append(os.environ[FORCE_ENV])
+        return os.environ[FORCE_ENV]
+
+    def fake_replays(graph, calls, count):
+        fields = dict(item.split("=") for item in graph.split(","))
+        return [speed[int(fields["block_t"])][int(fields["num_splits"])]] * count
+
+    monkeypatch.setattr(tune, "InputSets", FakeInputs)
+    monkeypatch.setattr(tune, "capture", fake_capture)
+    monkeypatch.setattr(tune, "replay_times_us", fake_replays)
+    shape, path = Shape("model1", 16, 512, 0), tmp_path / "t.csv"
+    rows = tune.measure(shape, records, [1], (1, 2, 4), 50, path, {}, io.StringIO())
+    full = sorted((r["variant"], r["num_splits"]) for r in rows if r["stage"] == "full")
+    assert full == [("v_bt16", 4), ("v_bt64", 1)]  # 40 and 45 us; 60 us is beyond 1.3 x 40
+    assert len([r for r in rows if r["stage"] == "screen"]) == 6
+    assert len(captures) == 8
+    again = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO())
+    assert len(captures) == 8 and len(again) == 8  # resumed: nothing measured twice
+    assert tune.best_per_batch(again, [1])[1]["variant"] == "v_bt16"

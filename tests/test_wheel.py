@@ -1,7 +1,9 @@
 """The wheel, built from the reduced CI grid (SPARSE_MLA_AOT_GRID, documented in setup.py and the README),
-installed into a fresh venv without Triton: import, manifest, tables and explain() for every row."""
+installed into a fresh venv without Triton: import, manifest, tables and explain() for every row; and a copy of
+the installed package, tampered with, refuses to load."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -69,17 +71,71 @@ def test_wheel_is_abi3_and_holds_kernels_tables_and_manifest(wheel):
     assert not any(n.endswith(".py") and "/kernels/" in n for n in names)
 
 
-def test_installed_in_a_fresh_venv_without_triton(wheel, tmp_path):
-    venv = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def venv_python(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with torch and the wheel, no Triton."""
+    venv = tmp_path_factory.mktemp("venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "torch==2.13.0"], check=True)
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
-    result = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK], capture_output=True, text=True,
-                            cwd=tmp_path)
+    return venv / "bin" / "python"
+
+
+def test_installed_in_a_fresh_venv_without_triton(venv_python, tmp_path):
+    result = subprocess.run([str(venv_python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["targets"] == ["sm120", "sm121", "sm90"] and summary["binaries"] > 3
     committed = [json.loads(p.read_text()) for t in summary["targets"] for p in (ROOT / "variants" / t).glob("*.json")]
     assert len(committed) == 3 * 10  # every target x kv_format x h_q of SPEC section 2
     assert summary["rows"] == sum(len(table["rows"]) for table in committed)
+
+
+TAMPERED = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import sparse_mla_aot
+from sparse_mla_aot.catalog import Catalog
+assert sparse_mla_aot.__file__.startswith(sys.argv[1]), sparse_mla_aot.__file__
+catalog = Catalog()
+errors = {}
+for what, (target, name) in (("sha256", ("sm90", "combine")), ("triton", ("sm120", "combine")),
+                             ("intact", ("sm121", "combine"))):
+    try:
+        catalog.binary(target, name)
+        errors[what] = None
+    except RuntimeError as error:
+        errors[what] = str(error)
+try:
+    catalog.target_for_capability((8, 0))
+except RuntimeError as error:
+    errors["hardware"] = str(error)
+print(json.dumps(errors))
+"""
+
+
+def test_a_tampered_copy_of_the_installed_package_refuses_to_load(venv_python, tmp_path):
+    installed = subprocess.run([str(venv_python), "-c", "import sparse_mla_aot, os; "
+                                "print(os.path.dirname(sparse_mla_aot.__file__))"],
+                               capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    copy = tmp_path / "site"
+    shutil.copytree(installed, copy / "sparse_mla_aot")
+    kernels = copy / "sparse_mla_aot" / "kernels"
+    cubin = kernels / "sm90" / "combine.cubin"
+    data = bytearray(cubin.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte
+    cubin.write_bytes(bytes(data))
+    record_path = kernels / "sm120" / "combine.json"
+    record = json.loads(record_path.read_text())
+    record["triton_version"] = "3.6.0"
+    record_path.write_text(json.dumps(record))
+    result = subprocess.run([str(venv_python), "-c", TAMPERED, str(copy)], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    errors = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "sm90/combine.cubin has sha256" in errors["sha256"] and "reinstall the wheel" in errors["sha256"]
+    assert "compiled by Triton 3.6.0, the package by Triton 3.9.0" in errors["triton"]
+    assert errors["intact"] is None
+    assert "no kernels for compute capability 8.0" in errors["hardware"]
+    assert all(f"{t} (compute capability" in errors["hardware"] for t in ("sm120", "sm121", "sm90"))

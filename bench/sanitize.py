@@ -1,0 +1,153 @@
+"""compute-sanitizer memcheck and racecheck over every shipped split variant of this GPU's target (or of
+SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at two shapes per variant:
+
+  A: b=2, s_q=1, h_q=16, topk 128 (+64 extra for model1), page size 61, 3 splits;
+  B: b=1, s_q=2, h_q=64, topk 256 (+128 extra), page size 64, topk_length, 64 splits (clamped: empty splits).
+
+Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pages, the last page only half
+filled, and one index at the last filled token. Every output is also checked against the reference (SPEC
+section 4); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer processes; prints a summary table and writes the
+full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the figures to $OUT/sanitize_<label>.json.
+
+    python bench/sanitize.py --label sm90            # GPU host, sparse_mla_aot installed; compute-sanitizer on PATH
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+import sparse_mla_aot
+from sparse_mla_aot import ops
+from sparse_mla_aot.paths import FORCE_ENV
+from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
+
+SHAPES = {
+    "A": dict(b=2, s_q=1, h_q=16, topk=128, extra_topk=64, page_size=61, num_splits=3),
+    "B": dict(b=1, s_q=2, h_q=64, topk=256, extra_topk=128, page_size=64, num_splits=64, with_topk_length=True),
+}
+SUMMARY = {"memcheck": re.compile(r"ERROR SUMMARY: (\d+) errors?"),
+           "racecheck": re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")}
+
+
+def _partial_last_page(indices: torch.Tensor, num_tokens: int, page_size: int) -> torch.Tensor:
+    """Ids only in the filled part (the last page half full), one of them the last filled token; -1 stays."""
+    filled = num_tokens - page_size // 2
+    indices = torch.where(indices >= 0, indices % filled, indices)
+    indices[0, 0, 0] = filled - 1
+    return indices
+
+
+def shape_inputs(name: str, kv_format: str, device: str = "cuda") -> tuple[dict, int]:
+    shape = dict(SHAPES[name])
+    num_splits = shape.pop("num_splits")
+    if kv_format == "v32":
+        shape["extra_topk"] = 0
+    inputs = make_inputs(kv_format=kv_format, with_sink=True, invalid_frac=0.2, device=device, seed=11,
+                         extra_page_size=shape["page_size"], **shape)
+    ps = shape["page_size"]
+    inputs["indices"] = _partial_last_page(inputs["indices"], inputs["k_cache"].shape[0] * ps, ps)
+    if inputs.get("extra_indices") is not None:
+        extra_tokens = inputs["extra_k_cache"].shape[0] * ps
+        inputs["extra_indices"] = _partial_last_page(inputs["extra_indices"], extra_tokens, ps)
+    return inputs, num_splits
+
+
+def run_variants(names: list[str]) -> int:
+    """The sanitized process: each variant at both shapes; returns the number of numerics failures."""
+    target = sparse_mla_aot.prepare()
+    records = ops.catalog().shipped(target)
+    failures = 0
+    cases = {(n, f): shape_inputs(n, f) for n in SHAPES for f in ("v32", "model1")}
+    references = {key: reference_sparse_mla_decode(**inputs) for key, (inputs, _) in cases.items()}
+    for name in names:
+        v = records[name]["variant"]
+        for shape in SHAPES:
+            inputs, num_splits = cases[(shape, v["kv_format"])]
+            os.environ[FORCE_ENV] = (f"block_h={v['block_h']},block_t={v['block_t']},num_warps={v['num_warps']},"
+                                     f"num_stages={v['num_stages']},num_splits={num_splits}")
+            out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
+            torch.cuda.synchronize()
+            ref_out, ref_lse = references[(shape, v["kv_format"])]
+            figures = check_close(out.float(), lse, ref_out.float(), ref_lse.float())
+            failures += not figures["ok"]
+            print(f"launched {name} shape {shape}: {'ok' if figures['ok'] else figures['failures']}", flush=True)
+    return failures
+
+
+def sanitize(tool: str, names: list[str], deadline: float) -> dict:
+    """One sanitizer process over `names`; not started (or stopped) when the deadline has passed."""
+    command = ["compute-sanitizer", "--tool", tool, "--print-limit", "20", sys.executable, __file__,
+               "--run", *names]
+    started = time.monotonic()
+    try:
+        if started >= deadline:
+            raise subprocess.TimeoutExpired(command, 0)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=deadline - started)
+        text, returncode = result.stdout + result.stderr, result.returncode
+    except subprocess.TimeoutExpired:
+        text, returncode = "not run or stopped: --deadline-s passed", None
+    match = SUMMARY[tool].search(text)
+    return {"tool": tool, "variants": names, "returncode": returncode, "seconds": time.monotonic() - started,
+            "summary": match.group(0) if match else None,
+            "errors": (int(match.group(1)) if tool == "memcheck" else int(match.group(2))) if match else None,
+            "launched_ok": text.count(": ok"), "launches": text.count("launched "), "output": text}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--label", help="names the output files, e.g. sm90 or sm89-proxy (required)")
+    parser.add_argument("--tools", default="memcheck,racecheck")
+    parser.add_argument("--jobs", type=int, default=12, help="concurrent sanitizer processes")
+    parser.add_argument("--per-job", type=int, default=18, help="variants per sanitizer process")
+    parser.add_argument("--deadline-s", type=float, default=1e9, help="start no sanitizer process after this")
+    parser.add_argument("--variants", default=None, help="comma list of names (default: every shipped split)")
+    parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)  # the sanitized process
+    args = parser.parse_args()
+    if args.run:
+        sys.exit(1 if run_variants(args.run) else 0)
+    if not args.label:
+        parser.error("--label is required (it names the output files)")
+
+    deadline = time.monotonic() + args.deadline_s
+    target = sparse_mla_aot.prepare()
+    shipped = ops.catalog().shipped(target)
+    names = args.variants.split(",") if args.variants else sorted(n for n, r in shipped.items() if r["kind"] == "split")
+    jobs = [(tool, names[i:i + args.per_job]) for tool in args.tools.split(",")
+            for i in range(0, len(names), args.per_job)]
+    print(f"{target}: {len(names)} variants x {len(SHAPES)} shapes, {len(jobs)} sanitizer processes "
+          f"({args.jobs} at a time)", flush=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda job: sanitize(job[0], job[1], deadline), jobs))
+    out_dir = Path(os.environ.get("OUT", "."))
+    figures = {"target": target, "device": torch.cuda.get_device_name(), "tools": {}}
+    print(f"\n{'tool':<10} {'processes':>9} {'launches':>8} {'numerics ok':>11} {'errors':>6}  summary lines")
+    for tool in args.tools.split(","):
+        mine = [r for r in results if r["tool"] == tool]
+        (out_dir / f"sanitize_{args.label}_{tool}.log").write_text(
+            "\n".join(f"=== {r['variants'][0]} .. {r['variants'][-1]} (rc {r['returncode']}, {r['seconds']:.0f} s)\n"
+                      f"{r['output']}" for r in mine))
+        errors = sum(r["errors"] for r in mine if r["errors"] is not None)
+        missing = sum(r["summary"] is None for r in mine)
+        summaries = sorted({r["summary"] for r in mine if r["summary"]})
+        figures["tools"][tool] = {"processes": len(mine), "launches": sum(r["launches"] for r in mine),
+                                  "numerics_ok": sum(r["launched_ok"] for r in mine), "errors": errors,
+                                  "processes_without_summary": missing, "summaries": summaries,
+                                  "nonzero_exit": sum(r["returncode"] != 0 for r in mine),
+                                  "seconds": max(r["seconds"] for r in mine)}
+        f = figures["tools"][tool]
+        print(f"{tool:<10} {len(mine):>9} {f['launches']:>8} {f['numerics_ok']:>11} {errors:>6}  "
+              f"{'; '.join(summaries)}{f'; {missing} without a summary line!' if missing else ''}")
+    (out_dir / f"sanitize_{args.label}.json").write_text(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()
