@@ -17,6 +17,7 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import sparse_mla_decode
+from sparse_mla_aot.dispatch import force_spec
 from sparse_mla_aot.paths import FORCE_ENV
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
@@ -48,7 +49,7 @@ def variant_numerics() -> list:
         inputs = _inputs(kv_format, 4, 1, seed=1, h_q=64)
         for bh in (16, 64):
             for bt in (16, 32):
-                os.environ[FORCE_ENV] = f"block_h={bh},block_t={bt},num_warps=4,num_stages=2,num_splits=4"
+                os.environ[FORCE_ENV] = force_spec({"block_h": bh, "block_t": bt, "num_warps": 4, "num_stages": 2}, 4)
                 try:
                     figures = _check(inputs, *_decode(inputs))
                 except ValueError as error:  # pruned for this target: say so, with the reason

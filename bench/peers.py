@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +34,12 @@ import torch  # noqa: E402
 import sparse_mla_aot  # noqa: E402
 from build_tools.gpu_timing import (InputSets, Shape, capture, floor_us, measure_ceilings,  # noqa: E402
                                     replay_times_us, summary)
+from build_tools.kernels import COMBINE_NUM_WARPS, SPLIT_PARAMS  # noqa: E402
 from build_tools.tune import SPLITS  # noqa: E402
 from sparse_mla_aot import ops  # noqa: E402
+from sparse_mla_aot.plan import (COMBINE_ARG_NAMES, SPLIT_ARG_NAMES, allocate_partials,  # noqa: E402
+                                 combine_arguments, make_plan, split_arguments)
+from sparse_mla_aot.validation import D_V, check_arguments  # noqa: E402
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode  # noqa: E402
 
 SHAPES = {
@@ -57,10 +62,9 @@ class AutotunedJit:
     the compiled kernels). Host code (validation, plan, workspace, argument order) is the runtime's own."""
 
     def __init__(self, kv_format: str, variants: list[dict]):
-        import triton
+        import triton  # here, not at the top: the "ours" first-call process never imports it
 
         from build_tools.compile import load_jit_function
-        from build_tools.kernels import COMBINE_NUM_WARPS
         from build_tools.render import AutotunedBlocks, render_combine, render_split
 
         self.triton = triton
@@ -71,9 +75,10 @@ class AutotunedJit:
             path.write_text(rendered.source)
             kernels[rendered.name] = load_jit_function(path, rendered.kernel_name)
         self.split_fn, self.combine_fn = kernels[f"{kv_format}_autotuned"], kernels["combine"]
-        self.combine_warps = COMBINE_NUM_WARPS
         self.variants = variants
+        self.smallest_tile = min(v["block_t"] for v in variants)  # sizes the workspace for the most splits
         self.tuners: dict[int, object] = {}
+        self.dummies: dict[torch.dtype, torch.Tensor] = {}  # made once, outside any capture
 
     def _tuner(self, batch_rows: int, tokens: int):
         if batch_rows not in self.tuners:
@@ -91,26 +96,20 @@ class AutotunedJit:
                 f"s{config.num_stages} x{config.kwargs['num_splits']}")
 
     def decode(self, q, k_cache, indices, softmax_scale, **options):
-        from dataclasses import replace
-
-        from sparse_mla_aot.plan import (COMBINE_ARG_NAMES, SPLIT_ARG_NAMES, allocate_partials, combine_arguments,
-                                         make_plan, split_arguments)
-        from build_tools.kernels import SPLIT_PARAMS
-        from sparse_mla_aot.validation import D_V, check_arguments
-
         call = check_arguments(q, k_cache, indices, softmax_scale, **options)
-        tokens = call.topk + call.extra_topk
-        tuner = self._tuner(call.batch_rows, tokens)
-        smallest_tile = min(v["block_t"] for v in self.variants)
-        plan = make_plan(call, "jit", 16, smallest_tile, max(SPLITS))  # workspace for the most splits of any config
+        tuner = self._tuner(call.batch_rows, call.topk + call.extra_topk)
+        plan = make_plan(call, "jit", 16, self.smallest_tile, max(SPLITS))
         partial_out, partial_lse = allocate_partials(plan, q.device)
         args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, partial_out, partial_lse, pointer=_itself)))
         del args["num_splits"]  # the autotuner's config supplies it
         # The runtime passes q for absent optional tensors (the cubins' signature is fixed); a JIT kernel would
         # specialize on q's dtype and not compile, so those get a dummy of the declared type.
         for param in SPLIT_PARAMS:
-            if param.type in POINTER_DTYPES and args[param.name].dtype != POINTER_DTYPES[param.type]:
-                args[param.name] = torch.empty(1, dtype=POINTER_DTYPES[param.type], device=q.device)
+            dtype = POINTER_DTYPES.get(param.type)
+            if dtype is not None and args[param.name].dtype != dtype:
+                if dtype not in self.dummies:
+                    self.dummies[dtype] = torch.empty(1, dtype=dtype, device=q.device)
+                args[param.name] = self.dummies[dtype]
         rows, h_q = call.batch_rows, call.h_q
         tuner[lambda meta: (rows, self.triton.cdiv(h_q, meta["BLOCK_H"]), meta["num_splits"])](**args)
         plan = replace(plan, num_splits=tuner.best_config.kwargs["num_splits"])
@@ -118,7 +117,7 @@ class AutotunedJit:
         lse = torch.empty((call.batch, call.s_q, h_q), dtype=torch.float32, device=q.device)
         combine = combine_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=_itself)
         assert len(combine) == len(COMBINE_ARG_NAMES)
-        self.combine_fn[(rows, h_q, 1)](*combine, num_warps=self.combine_warps)
+        self.combine_fn[(rows, h_q, 1)](*combine, num_warps=COMBINE_NUM_WARPS)
         return out, lse
 
 

@@ -6,8 +6,9 @@ SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at tw
 
 Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pages, the last page only half
 filled, and one index at the last filled token. Every output is also checked against the reference (SPEC
-section 4); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer processes; prints a summary table and writes the
-full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the figures to $OUT/sanitize_<label>.json.
+section 4); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer processes;
+prints a summary table and writes the full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the figures
+to $OUT/sanitize_<label>.json.
 
     python bench/sanitize.py --label sm90            # GPU host, sparse_mla_aot installed; compute-sanitizer on PATH
 """
@@ -27,6 +28,7 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import ops
+from sparse_mla_aot.dispatch import force_spec
 from sparse_mla_aot.paths import FORCE_ENV
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
@@ -72,8 +74,7 @@ def run_variants(names: list[str]) -> int:
         v = records[name]["variant"]
         for shape in SHAPES:
             inputs, num_splits = cases[(shape, v["kv_format"])]
-            os.environ[FORCE_ENV] = (f"block_h={v['block_h']},block_t={v['block_t']},num_warps={v['num_warps']},"
-                                     f"num_stages={v['num_stages']},num_splits={num_splits}")
+            os.environ[FORCE_ENV] = force_spec(v, num_splits)  # this process runs nothing else
             out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
             torch.cuda.synchronize()
             ref_out, ref_lse = references[(shape, v["kv_format"])]

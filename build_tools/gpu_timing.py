@@ -141,6 +141,7 @@ def floor_us(shape: Shape, batch_rows: int, ceilings: dict) -> float:
     """No kernel beats max(bytes it must move / copy bandwidth, its matmul FLOPs / bf16 matrix rate): the gathered
     cache records, q, out and lse; QK^T over d_qk and PV over 512 per head and token."""
     tokens = batch_rows * (shape.topk + shape.extra_topk)
-    moved = tokens * BYTES_PER_TOKEN[shape.kv_format] + batch_rows * shape.h_q * (D_QK[shape.kv_format] * 2 + 512 * 2 + 4)
+    per_head = D_QK[shape.kv_format] * 2 + 512 * 2 + 4  # q (bf16), out (bf16), lse (fp32)
+    moved = tokens * BYTES_PER_TOKEN[shape.kv_format] + batch_rows * shape.h_q * per_head
     flops = 2 * tokens * shape.h_q * (D_QK[shape.kv_format] + 512)
     return max(moved / ceilings["copy_bytes_per_s"], flops / ceilings["bf16_flops_per_s"]) * 1e6

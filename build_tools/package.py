@@ -11,6 +11,7 @@ from pathlib import Path
 
 from build_tools import paths
 from build_tools.render import write_atomic
+from build_tools.report import read_report
 from sparse_mla_aot.catalog import parse_table
 
 
@@ -30,7 +31,7 @@ def stage(targets: list[str], dest: Path, package_version: str) -> dict:
     manifest = {"package_version": package_version, "triton_version": importlib.metadata.version("triton"),
                 "targets": {}, "tables": []}
     for target in targets:
-        report = json.loads((paths.target_dir(target) / "report.json").read_text())
+        report = read_report(target)
         artifacts = {}
         (dest / target).mkdir(parents=True)
         for record in report["artifacts"]:

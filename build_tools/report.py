@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from build_tools import paths
 from build_tools.render import write_atomic
 from build_tools.variant import Target
 
@@ -68,3 +69,8 @@ def write_report(target: Target, records: list[dict], out_dir: Path, *, seconds:
     write_atomic(out_dir / "report.json", json.dumps(report, indent=1).encode())
     write_atomic(out_dir / "report.md", markdown(target, records, seconds).encode())
     return report
+
+
+def read_report(target: str) -> dict:
+    """build/<target>/report.json, as write_report left it (the input of tables and package)."""
+    return json.loads((paths.target_dir(target) / "report.json").read_text())

@@ -10,6 +10,7 @@ from pathlib import Path
 from build_tools import kernels, paths
 from build_tools.measurements import read_rows, table_rows
 from build_tools.render import write_if_different
+from build_tools.report import read_report
 
 SUPPORTED_H_Q = (8, 16, 32, 64, 128)
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -109,8 +110,7 @@ def _kind(path: Path) -> str | None:
 
 
 def _records(target: str) -> dict[str, dict]:
-    report = json.loads((paths.target_dir(target) / "report.json").read_text())
-    return {r["name"]: r for r in report["artifacts"]}
+    return {r["name"]: r for r in read_report(target)["artifacts"]}
 
 
 def write_heuristic_tables(target: str) -> list[Path]:

@@ -19,6 +19,7 @@ from build_tools.gpu_timing import InputSets, Shape, capture, forced, replay_tim
 from build_tools.measurements import CSV_FIELDS, Key, best_per_batch, header, read_rows, table_rows, write_rows
 from build_tools.render import write_if_different
 from sparse_mla_aot import ops
+from sparse_mla_aot.dispatch import force_spec
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
 BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
@@ -28,11 +29,6 @@ SPLITS = (1, 2, 4, 8, 16, 32, 64)
 # is within a few percent of the 50-replay one here, so a 1.3x margin keeps every plausible winner.
 SCREEN_REPLAYS = 5
 SCREEN_MARGIN = 1.3
-
-
-def force_spec(variant: dict, num_splits: int) -> str:
-    return (f"block_h={variant['block_h']},block_t={variant['block_t']},num_warps={variant['num_warps']},"
-            f"num_stages={variant['num_stages']},num_splits={num_splits}")
 
 
 def candidates(target: str, kv_format: str, pattern: str) -> dict[str, dict]:

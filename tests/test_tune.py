@@ -3,7 +3,7 @@ import pytest
 
 from build_tools.ab import parse_side, verdict
 from build_tools.measurements import table_rows
-from build_tools.tune import force_spec
+from sparse_mla_aot.dispatch import force_spec
 from sparse_mla_aot.catalog import parse_table
 
 

@@ -35,6 +35,11 @@ def variant_name(kv_format: str, block_h: int, block_t: int, num_warps: int, num
     return f"{kv_format}_bh{block_h}_bt{block_t}_w{num_warps}_s{num_stages}"
 
 
+def force_spec(variant: dict, num_splits: int) -> str:
+    """The SPARSE_MLA_AOT_FORCE value that pins `variant` (a record's variant fields) at `num_splits`."""
+    return ",".join(f"{f}={variant[f]}" for f in VARIANT_FIELDS) + f",num_splits={num_splits}"
+
+
 def parse_force(spec: str) -> dict[str, int]:
     """'block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=16' -> dict; every field required."""
     fields = {}
