@@ -1,16 +1,19 @@
 """Our dispatched op beside its peers, one table per shape (SPEC section 9), all measured in one run on one GPU:
 
 - ours: the installed wheel's cubins, variant and split count from the dispatch table;
-- JIT: the same template rendered with BLOCK_H / BLOCK_T as constexprs under @triton.autotune over the same grid
-  the table was tuned from (x split counts), the engines' way, re-tuned at every batch size (its best case);
+- JIT: the same template rendered with BLOCK_H / BLOCK_T as constexprs under @triton.autotune (the engines' way)
+  over a family of the grid plus every variant our tuned tables choose (x split counts), re-tuned at every batch
+  size: it can always take our choice, so a ratio above 1 is code or overhead, not the search;
 - FlashMLA's flash_mla_with_kvcache where `flash_mla` is importable (skipped otherwise);
 - the floor: max(bytes / measured copy bandwidth, matmul FLOPs / measured bf16 matrix rate).
 
 Device times: CUDA-graph replay of one call per rotating input set (build_tools.gpu_timing, as `tune` measures),
-median per call. Also first-call time of both paths (fresh process; the JIT path with an empty Triton cache)
-and host time of one eager call. Prints the tables; writes $OUT/peers.json.
+median per call. Also first-call time of both paths (fresh process; the JIT path with an empty Triton cache, or
+with one filled by --precompile-jobs, as labelled) and host time of one eager call. Prints the tables; writes
+$OUT/peers.json.
 
     python bench/peers.py            # GPU host: sparse_mla_aot installed from the wheel, triton for the JIT path
+    python bench/peers.py --shapes model1/h64/topk512+128,model1/h16/topk512 --precompile-jobs 12
 """
 from __future__ import annotations
 
@@ -48,9 +51,10 @@ SHAPES = {
     "model1/h16/topk512": Shape("model1", 16, 512, 0),
 }
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 96, 128)
-# The variants the committed sm90 tables were tuned over (the --variants of their provenance's command): the JIT
-# path autotunes over exactly these, times every split count.
-JIT_GRID = {"v32": "v32_*_w4_s2", "model1": "model1_*_s2"}
+# The JIT path autotunes (every split count) over a family of the grid plus every variant a tuned table of this
+# target chooses, so it can always take our choice and re-tunes per batch size on top. Not the whole grid: cold,
+# Triton 3.6 compiles about 5 s per kernel on the H200's host, up to three specializations per variant.
+JIT_FAMILY = {"v32": "v32_*_w4_s2", "model1": "model1_*_s2"}
 # Autotuner timing per config (ms): shorter than Triton's default 25 / 100 so a run fits the device budget.
 AUTOTUNE_WARMUP_MS, AUTOTUNE_REP_MS = 5, 20
 REPLAYS = 100
@@ -61,7 +65,9 @@ class AutotunedJit:
     """The JIT peer: render once, compile on first use, autotune per batch-rows value (a tuner per value, sharing
     the compiled kernels). Host code (validation, plan, workspace, argument order) is the runtime's own."""
 
-    def __init__(self, kv_format: str, variants: list[dict]):
+    def __init__(self, kv_format: str, variants: list[dict], splits=SPLITS, specialize_ints: bool = True):
+        """specialize_ints False: the integers our compile signature leaves unhinted are not value-specialized
+        (no ==1 constants, no divisibility), as an AOT compile by this Triton would see them."""
         import triton  # here, not at the top: the "ours" first-call process never imports it
 
         from build_tools.compile import load_jit_function
@@ -75,7 +81,10 @@ class AutotunedJit:
             path.write_text(rendered.source)
             kernels[rendered.name] = load_jit_function(path, rendered.kernel_name)
         self.split_fn, self.combine_fn = kernels[f"{kv_format}_autotuned"], kernels["combine"]
-        self.variants = variants
+        if not specialize_ints:
+            unhinted = [p.name for p in SPLIT_PARAMS if p.type in ("i32", "i64") and p.divisible_by == 1]
+            self.split_fn = triton.jit(self.split_fn.fn, do_not_specialize=unhinted)
+        self.variants, self.splits = variants, splits
         self.smallest_tile = min(v["block_t"] for v in variants)  # sizes the workspace for the most splits
         self.tuners: dict[int, object] = {}
         self.dummies: dict[torch.dtype, torch.Tensor] = {}  # made once, outside any capture
@@ -84,7 +93,7 @@ class AutotunedJit:
         if batch_rows not in self.tuners:
             configs = [self.triton.Config({"BLOCK_H": v["block_h"], "BLOCK_T": v["block_t"], "num_splits": s},
                                           num_warps=v["num_warps"], num_stages=v["num_stages"])
-                       for v in self.variants for s in SPLITS if s <= tokens // v["block_t"]]
+                       for v in self.variants for s in self.splits if s <= tokens // v["block_t"]]
             bench = lambda fn, quantiles: self.triton.testing.do_bench(  # noqa: E731
                 fn, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS, quantiles=quantiles)
             self.tuners[batch_rows] = self.triton.autotune(configs, key=["h_q"], do_bench=bench)(self.split_fn)
@@ -95,13 +104,15 @@ class AutotunedJit:
         return (f"bh{config.kwargs['BLOCK_H']} bt{config.kwargs['BLOCK_T']} w{config.num_warps} "
                 f"s{config.num_stages} x{config.kwargs['num_splits']}")
 
-    def decode(self, q, k_cache, indices, softmax_scale, **options):
+    def _split_call(self, q, k_cache, indices, softmax_scale, **options):
+        """The validated call, its tuner, plan and workspace, and the split kernel's arguments (less num_splits,
+        which the autotuner's config supplies)."""
         call = check_arguments(q, k_cache, indices, softmax_scale, **options)
         tuner = self._tuner(call.batch_rows, call.topk + call.extra_topk)
         plan = make_plan(call, "jit", 16, self.smallest_tile, max(SPLITS))
         partial_out, partial_lse = allocate_partials(plan, q.device)
         args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, partial_out, partial_lse, pointer=_itself)))
-        del args["num_splits"]  # the autotuner's config supplies it
+        del args["num_splits"]
         # The runtime passes q for absent optional tensors (the cubins' signature is fixed); a JIT kernel would
         # specialize on q's dtype and not compile, so those get a dummy of the declared type.
         for param in SPLIT_PARAMS:
@@ -110,6 +121,17 @@ class AutotunedJit:
                 if dtype not in self.dummies:
                     self.dummies[dtype] = torch.empty(1, dtype=dtype, device=q.device)
                 args[param.name] = self.dummies[dtype]
+        return call, tuner, plan, partial_out, partial_lse, args
+
+    def precompile(self, **inputs) -> None:
+        """Compile every config for calls like `inputs` without launching (Autotuner.warmup): fills the Triton
+        cache exactly as the first real call would, with the same specializations."""
+        _, tuner, _, _, _, args = self._split_call(**inputs)
+        tuner.warmup(**args, grid=(1, 1, 1))
+
+    def decode(self, q, k_cache, indices, softmax_scale, **options):
+        call, tuner, plan, partial_out, partial_lse, args = self._split_call(q, k_cache, indices, softmax_scale,
+                                                                             **options)
         rows, h_q = call.batch_rows, call.h_q
         tuner[lambda meta: (rows, self.triton.cdiv(h_q, meta["BLOCK_H"]), meta["num_splits"])](**args)
         plan = replace(plan, num_splits=tuner.best_config.kwargs["num_splits"])
@@ -125,10 +147,38 @@ def _itself(tensor):
     return tensor
 
 
-def jit_variants(kv_format: str) -> list[dict]:
-    shipped = ops.catalog().shipped(sparse_mla_aot.prepare())
+def jit_variants(kv_format: str, family: str | None = None) -> list[dict]:
+    """The JIT path's variants: those matching `family` (default JIT_FAMILY[kv_format]) or chosen by a tuned table."""
+    target = sparse_mla_aot.prepare()
+    tuned = {row.variant for table in ops.catalog().tables(target) if table.kv_format == kv_format
+             and table.provenance.get("kind") == "tuned" for row in table.rows}
+    shipped = ops.catalog().shipped(target)
     return [r["variant"] for name, r in sorted(shipped.items())
-            if r["kind"] == "split" and fnmatch.fnmatch(name, JIT_GRID[kv_format])]
+            if r["kind"] == "split" and r["variant"]["kv_format"] == kv_format
+            and (fnmatch.fnmatch(name, family or JIT_FAMILY[kv_format]) or name in tuned)]
+
+
+def shape_inputs(shape: Shape, seed: int) -> dict:
+    return make_inputs(1, 1, shape.h_q, shape.topk, shape.kv_format, extra_topk=shape.extra_topk, with_sink=True,
+                       device="cuda", seed=seed)
+
+
+def family_args(family: str | None) -> list[str]:
+    return ["--jit-family", family] if family else []
+
+
+def precompile_in_parallel(shape_name: str, family: str | None, triton_cache: str, jobs: int) -> float:
+    """Fill `triton_cache` with the JIT path's kernels for this shape, the variants dealt over `jobs` processes
+    (compiles only, no launches); returns the wall seconds."""
+    env = dict(os.environ, TRITON_CACHE_DIR=triton_cache)
+    started = time.perf_counter()
+    command = [sys.executable, __file__, "--shapes", shape_name, *family_args(family), "--precompile-slice"]
+    workers = [subprocess.Popen([*command, f"{i}/{jobs}"], env=env, stderr=subprocess.PIPE, text=True)
+               for i in range(jobs)]
+    failed = [(w.args, w.communicate()[1][-2000:]) for w in workers if w.wait()]
+    if failed:
+        raise RuntimeError(f"precompiling the JIT kernels failed: {failed}")
+    return time.perf_counter() - started
 
 
 def flash_mla_decode():
@@ -145,26 +195,26 @@ def flash_mla_decode():
     return decode, "flash_mla importable"
 
 
-def first_call(path: str, shape: Shape) -> dict:
+def first_call(path: str, shape: Shape, family: str | None) -> dict:
     """In this (fresh) process: inputs and CUDA context first, then the clock runs from importing the package
     (and, for the JIT path, rendering + compiling + autotuning) to a synchronized first result, checked."""
-    inputs = make_inputs(1, 1, shape.h_q, shape.topk, shape.kv_format, extra_topk=shape.extra_topk, with_sink=True,
-                         device="cuda", seed=3)
+    inputs = shape_inputs(shape, seed=3)
     torch.cuda.synchronize()
     started = time.perf_counter()
     if path == "ours":
         out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
     else:
-        out, lse = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format)).decode(**inputs)
+        out, lse = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format, family)).decode(**inputs)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     figures = check_close(out.float(), lse, *(t.float() for t in reference_sparse_mla_decode(**inputs)))
     return {"seconds": seconds, "ok": figures["ok"]}
 
 
-def first_call_in_fresh_process(path: str, shape_name: str, triton_cache: str) -> dict:
+def first_call_in_fresh_process(path: str, shape_name: str, family: str | None, triton_cache: str) -> dict:
     env = dict(os.environ, TRITON_CACHE_DIR=triton_cache)
-    result = subprocess.run([sys.executable, __file__, "--first-call", path, "--shapes", shape_name],
+    result = subprocess.run([sys.executable, __file__, "--first-call", path, "--shapes", shape_name,
+                             *family_args(family)],
                             capture_output=True, text=True, env=env)
     if result.returncode:
         return {"seconds": None, "ok": False, "error": result.stderr[-2000:]}
@@ -187,8 +237,8 @@ def timed(sets: list[dict], decode) -> dict:
     return summary(replay_times_us(graph, len(sets), REPLAYS))
 
 
-def run_shape(name: str, shape: Shape, batches, ceilings: dict, flash) -> dict:
-    jit = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format))
+def run_shape(name: str, shape: Shape, family: str | None, batches, ceilings: dict, flash) -> dict:
+    jit = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format, family))
     inputs = InputSets(shape, seed=len(name))
     rows = []
     for batch in batches:
@@ -231,8 +281,8 @@ def format_shape(result: dict, flash_status: str) -> str:
     lines.append(f"host time of one eager call (b=1): ours {host['ours_us']:.1f} us, JIT {host['jit_us']:.1f} us")
     lines.append("first call (fresh process): " + ", ".join(
         f"{path} {f['seconds']:.3f} s{'' if f['ok'] else ' (FAILED)'}" if f["seconds"] is not None
-        else f"{path} failed" for path, f in first.items())
-        + ("" if first["jit"].get("compiled_cold") else " (JIT kernels already compiled by an earlier shape)"))
+        else f"{path} failed" for path, f in first.items()) + f" (JIT's Triton cache: {result['jit_cache']}; "
+        f"{result['jit_variants']} variants ({result['jit_family']} + the tuned tables' choices) x split counts)")
     return "\n".join(lines)
 
 
@@ -240,14 +290,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    parser.add_argument("--precompile-jobs", type=int, default=0,
+                        help="compile each kv_format's JIT kernels in this many processes first (its first call is "
+                             "then timed with a warm Triton cache); default 0: the first call compiles cold")
+    parser.add_argument("--jit-family", default=None,
+                        help=f"glob over variant names for the JIT path (besides the tuned tables' variants); "
+                             f"default per kv_format: {JIT_FAMILY}")
     parser.add_argument("--first-call", choices=("ours", "jit"), help=argparse.SUPPRESS)  # the fresh-process mode
+    parser.add_argument("--precompile-slice", help=argparse.SUPPRESS)  # a precompile worker: "i/n"
     args = parser.parse_args()
     names = args.shapes.split(",")
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {list(SHAPES)}")
     if args.first_call:
-        print(json.dumps(first_call(args.first_call, SHAPES[names[0]])))
+        print(json.dumps(first_call(args.first_call, SHAPES[names[0]], args.jit_family)))
+        return
+    if args.precompile_slice:
+        index, count = map(int, args.precompile_slice.split("/"))
+        shape = SHAPES[names[0]]
+        variants = jit_variants(shape.kv_format, args.jit_family)[index::count]
+        AutotunedJit(shape.kv_format, variants).precompile(**shape_inputs(shape, 3))
         return
 
     sparse_mla_aot.prepare()
@@ -261,13 +324,20 @@ def main() -> None:
     caches: dict[str, str] = {}  # one Triton cache per kv_format: its first shape's JIT first call compiles cold
     for name in names:
         shape = SHAPES[name]
-        cold = shape.kv_format not in caches
+        jit_cache = "cold" if shape.kv_format not in caches else "warm (compiled by an earlier shape)"
         cache = caches.setdefault(shape.kv_format, tempfile.mkdtemp(prefix="peers_triton_cache_"))
-        first = {path: first_call_in_fresh_process(path, name, cache) for path in ("ours", "jit")}
-        first["jit"]["compiled_cold"] = cold  # else the kernels came from the same kv_format's earlier shape
+        if args.precompile_jobs:
+            seconds = precompile_in_parallel(name, args.jit_family, cache, args.precompile_jobs)
+            jit_cache = f"warm (precompiled by {args.precompile_jobs} processes in {seconds:.0f} s)"
+            print(f"  {name}: JIT kernels precompiled by {args.precompile_jobs} processes in {seconds:.0f} s",
+                  flush=True)
+        first = {path: first_call_in_fresh_process(path, name, args.jit_family, cache) for path in ("ours", "jit")}
         os.environ["TRITON_CACHE_DIR"] = cache  # the main run reuses what the first call compiled
-        result = run_shape(name, shape, [int(b) for b in args.batches.split(",")], ceilings, flash)
-        result["first_call"] = first
+        result = run_shape(name, shape, args.jit_family, [int(b) for b in args.batches.split(",")], ceilings,
+                           flash)
+        result.update(first_call=first, jit_cache=jit_cache,
+                      jit_variants=len(jit_variants(shape.kv_format, args.jit_family)),
+                      jit_family=args.jit_family or JIT_FAMILY[shape.kv_format])
         results["shapes"].append(result)
         print(format_shape(result, flash_status), flush=True)
         (out_dir / "peers.json").write_text(json.dumps(results, indent=1))

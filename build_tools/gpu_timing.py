@@ -79,9 +79,10 @@ def forced(spec: str | None):
             os.environ[FORCE_ENV] = previous
 
 
-def capture(sets: list[dict], decode: Callable | None = None) -> torch.cuda.CUDAGraph:
+def capture(sets: list[dict], decode: Callable | None = None, warmups: int = 2) -> torch.cuda.CUDAGraph:
     """One graph that decodes every set once (decode: the installed op unless given; wrap in `forced` to pin a
-    variant). The eager call first loads (or, for a JIT peer, compiles and tunes) outside capture."""
+    variant), replayed `warmups` times. The eager call first loads (or, for a JIT peer, compiles and tunes)
+    outside capture."""
     decode = decode or sparse_mla_aot.sparse_mla_decode
     decode(**sets[0])
     torch.cuda.synchronize()
@@ -89,8 +90,8 @@ def capture(sets: list[dict], decode: Callable | None = None) -> torch.cuda.CUDA
     with torch.cuda.graph(graph):
         for inputs in sets:
             decode(**inputs)
-    graph.replay()  # warm-up
-    graph.replay()
+    for _ in range(warmups):
+        graph.replay()
     return graph
 
 

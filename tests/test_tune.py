@@ -159,7 +159,7 @@ def test_mma_sync_targets_take_the_sweep_family_and_keep_proxy_derived_tables(tm
     assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt64_w8_s2", "v32_bh64_bt64_w8_s2"}
 
 
-def test_measure_screens_all_points_measures_contenders_in_full_and_resumes(tmp_path, monkeypatch):
+def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_and_resumes(tmp_path, monkeypatch):
     """The tune loop with the GPU parts replaced: graph = the forced spec, replay time = a fixed figure per spec."""
     import io
     import os
@@ -181,7 +181,7 @@ def test_measure_screens_all_points_measures_contenders_in_full_and_resumes(tmp_
         def sets_for(self, batch):
             return [{}, {}]
 
-    def fake_capture(sets):
+    def fake_capture(sets, warmups):
         captures.append(os.environ[FORCE_ENV])
         return os.environ[FORCE_ENV]
 
@@ -196,7 +196,11 @@ def test_measure_screens_all_points_measures_contenders_in_full_and_resumes(tmp_
     rows = tune.measure(shape, records, [1], (1, 2, 4), 50, path, {}, io.StringIO())
     full = sorted((r["variant"], r["num_splits"]) for r in rows if r["stage"] == "full")
     assert full == [("v_bt16", 4), ("v_bt64", 1)]  # 40 and 45 us; 60 us is beyond 1.3 x 40
-    assert len([r for r in rows if r["stage"] == "screen"]) == 6
+    screens = {(r["variant"], r["num_splits"]): r["n"] for r in rows if r["stage"] == "screen"}
+    assert len(screens) == 6
+    # 300 and 500 us are beyond PROBE_CUT x the best so far (40 us): one replay each, the rest 5
+    assert screens == {("v_bt16", 1): 5, ("v_bt16", 2): 5, ("v_bt16", 4): 5, ("v_bt64", 1): 5,
+                       ("v_bt64", 2): 1, ("v_bt64", 4): 1}
     assert len(captures) == 8
     again = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO())
     assert len(captures) == 8 and len(again) == 8  # resumed: nothing measured twice
