@@ -3,6 +3,7 @@ cached by content hash. Writes build/<target>/: binaries, one JSON per artifact 
 artifact complete), report.json and report.md."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -42,14 +43,25 @@ def triton_version() -> str:
     return importlib.metadata.version("triton")
 
 
+@functools.lru_cache(maxsize=None)
+def ptxas_version(triton_arch: int) -> str:
+    """The ptxas Triton assembles this arch with (3.9: its bundled CUDA 13.4 one from sm90 up, or whatever
+    TRITON_PTXAS_BLACKWELL_PATH / TRITON_PTXAS_PATH name). The binary depends on it: one variant ran 74.1 us from
+    ptxas 13.4 and 61.3 us from ptxas 12.9 on the H200 (bench/RESULTS.md)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    return get_ptxas(triton_arch).version
+
+
 def cache_key(rendered: RenderedKernel, target: Target, num_warps: int, num_stages: int) -> str:
-    """Everything the binary depends on: source, signature and hints, options, target, Triton version."""
+    """Everything the binary depends on: source, signature and hints, options, target, Triton and ptxas versions."""
     payload = json.dumps({
         "source": rendered.source,
         "params": [p.to_json() for p in rendered.params],
         "num_warps": num_warps, "num_stages": num_stages, "options": COMPILE_OPTIONS,
         "target": [target.triton_arch, target.cubin_arch, target.binary, target.max_shared_bytes],
         "triton": triton_version(),
+        "ptxas": ptxas_version(target.triton_arch),
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -76,6 +88,7 @@ def _base_record(job: Job) -> dict:
         "grid": SPLIT_GRID_RULE if job.variant else COMBINE_GRID_RULE,
         "max_shared_bytes": job.target.max_shared_bytes,
         "triton_version": triton_version(),
+        "ptxas_version": ptxas_version(job.target.triton_arch),
         "cache_key": job.cache_key,
         "source": f"src/{rendered.name}.py",
     }

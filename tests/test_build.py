@@ -107,3 +107,18 @@ def test_a_tampered_binary_is_rebuilt(sm120_build, capsys):
     assert "1 to compile" in capsys.readouterr().out
     record = json.loads((paths.target_dir("sm120") / "combine.json").read_text())
     assert victim.read_bytes()[:4] == b"\x7fELF" and record["status"] == "shipped"
+
+
+def test_records_name_their_ptxas_and_another_ptxas_is_another_cache_key(sm120_build, monkeypatch):
+    """Pointing TRITON_PTXAS_BLACKWELL_PATH elsewhere must rebuild, not reuse binaries from the other ptxas."""
+    from build_tools import build
+    from build_tools.render import render_combine
+
+    record = json.loads((paths.target_dir("sm120") / "combine.json").read_text())
+    assert record["ptxas_version"] == build.ptxas_version(120)
+    assert [int(part) for part in record["ptxas_version"].split(".")] >= [12, 8]  # sm_120 needs CUDA 12.8+
+    rendered, target = render_combine(), get_target("sm120")
+    key = build.cache_key(rendered, target, 4, 1)
+    monkeypatch.setattr(build, "ptxas_version", lambda arch: "0.0-another")
+    assert build.cache_key(rendered, target, 4, 1) != key
+
