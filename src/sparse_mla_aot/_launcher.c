@@ -296,15 +296,18 @@ get_device(long long ordinal, CUdevice *dev)
     return 0;
 }
 
-/* Make `dev`'s primary context current on this thread if no context is (the same context the CUDA runtime, and
- * so torch, uses; the retain is never released: modules live in it and must outlive any caller). A context of
- * another device is an error: the caller's thread state is not ours to switch. */
+/* Make device `ordinal`'s primary context current on this thread if no context is (the same context the CUDA
+ * runtime, and so torch, uses; the retain is never released: modules live in it and must outlive any caller). A
+ * context of another device is an error: the caller's thread state is not ours to switch. Loads the driver first. */
 static int
-make_current(long long ordinal, CUdevice dev, const char *fname)
+make_current(long long ordinal, const char *fname)
 {
     CUcontext ctx = NULL;
-    CUdevice cur_dev;
-    CUresult r = p_cuCtxGetCurrent(&ctx);
+    CUdevice dev, cur_dev;
+    CUresult r;
+    if (ensure_driver() < 0 || get_device(ordinal, &dev) < 0)
+        return -1;
+    r = p_cuCtxGetCurrent(&ctx);
     if (r != CUDA_SUCCESS) {
         raise_cu("cuCtxGetCurrent", r);
         return -1;
@@ -345,17 +348,12 @@ static PyObject *
 py_use_device(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     long long ordinal;
-    CUdevice dev;
     (void)self;
     if (check_nargs("use_device", nargs, 1) < 0)
         return NULL;
     if (get_i64_range(args[0], 0, INT32_MAX, &ordinal, "use_device", "device") < 0)
         return NULL;
-    if (ensure_driver() < 0)
-        return NULL;
-    if (get_device(ordinal, &dev) < 0)
-        return NULL;
-    if (make_current(ordinal, dev, "use_device") < 0)
+    if (make_current(ordinal, "use_device") < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -369,7 +367,6 @@ py_load_module(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long long ordinal;
     char *buf = NULL;
     Py_ssize_t len = 0;
-    CUdevice dev;
     CUmodule mod = NULL;
     CUresult r;
     (void)self;
@@ -400,12 +397,7 @@ py_load_module(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
 
-    if (ensure_driver() < 0)
-        return NULL;
-    if (get_device(ordinal, &dev) < 0)
-        return NULL;
-
-    if (make_current(ordinal, dev, "load_module") < 0)
+    if (make_current(ordinal, "load_module") < 0)
         return NULL;
 
     /* PTX JIT can take a while: release the GIL.  `buf` stays valid because
