@@ -1,8 +1,13 @@
-"""Stage 2: AOT-compile one rendered kernel for one target with triton.compile (no GPU needed)."""
+"""Stage 2: AOT-compile one rendered kernel for one target with triton.compile (no GPU needed). Triton makes the
+PTX; the cubin stage is ours (`assemble`): the same ptxas and flags as Triton 3.9's, but for the target's arch as
+targets.toml names it (a family arch such as sm_120f, which Triton cannot name) and without debug sections."""
 from __future__ import annotations
 
 import importlib.util
+import re
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +18,11 @@ from build_tools.variant import Target
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
+# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (the last works around a ptxas 13.x
+# bug); -suppress-debug-info drops the line tables and the two copies of the PTX text that -lineinfo embeds (about
+# 2/3 of a cubin, and they hold the build directory's path) without changing the SASS.
+PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v", "--regAllocOptLevel=2")
+PTX_TARGET_LINE = re.compile(r"^\.target sm_\w+", flags=re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -36,18 +46,53 @@ def load_jit_function(source_path: Path, kernel_name: str):
     return getattr(module, kernel_name)
 
 
+def assemble(ptx: str, cubin_arch: str, ptxas: str) -> bytes:
+    """PTX -> cubin for cubin_arch. Triton writes `.target sm_<N>a`; a family arch needs its own `.target` line
+    (ptxas refuses sm_120a PTX for sm_120f)."""
+    from triton.runtime.errors import PTXASError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, cubin = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
+        source.write_text(PTX_TARGET_LINE.sub(f".target {cubin_arch}", ptx, count=1))
+        command = [ptxas, *PTXAS_FLAGS, f"--gpu-name={cubin_arch}", str(source), "-o", str(cubin)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise PTXASError(f"ptxas exited with {result.returncode} for {cubin_arch}:\n{result.stderr}")
+        return cubin.read_bytes()
+
+
+@dataclass(frozen=True)
+class AssembleStage:
+    """A Triton pipeline hook that replaces the cubin stage with `assemble`. Called without arguments, Triton asks
+    for the hook's cache key, so a cubin cached by Triton's own stage is never taken for ours."""
+
+    cubin_arch: str
+
+    def __call__(self, backend=None, stages=None, options=None, language=None, capability=None):
+        if backend is None:
+            key = f"sparse_mla_aot.assemble:{self.cubin_arch}:{' '.join(PTXAS_FLAGS)}"
+            return key, key
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        ptxas = get_ptxas(backend.target.arch).path
+        stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas)
+
+
 def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int,
                    num_stages: int) -> CompiledKernel:
     """Compile with explicit signature and divisibility hints (recorded in the variant JSON)."""
     import triton
+    from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     fn = load_jit_function(source_path, rendered.kernel_name)
     source = ASTSource(fn, kernels.signature(rendered.params), constexprs={},
                        attrs=kernels.divisibility_attrs(rendered.params))
-    compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages, **COMPILE_OPTIONS})
+    with knobs.runtime.scope():
+        knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch)
+        compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
+                                  options={"num_warps": num_warps, "num_stages": num_stages, **COMPILE_OPTIONS})
     cubin = compiled.asm["cubin"]
     binary = compiled.asm["ptx"].encode() if target.binary == "ptx" else cubin
     return CompiledKernel(binary=binary, cubin=cubin, kernel_name=compiled.metadata.name,

@@ -9,12 +9,14 @@ from pathlib import Path
 
 MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
 RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
-ELF_ARCH = re.compile(r"code for (sm_\d+[a-z]?)")
+# ptxas records its command line in the cubin's .note.nv.tkinfo; `code for sm_XX` in the SASS would not do: the
+# bundled cuobjdump 13.1 prints a family cubin (sm_120f) as `sm_120`, like a plain one.
+PTXAS_ARCH = re.compile(r"Tool Command Line Arguments:.*-arch (sm_\w+)")
 
 
 @dataclass(frozen=True)
 class CubinInspection:
-    elf_arch: str  # e.g. "sm_120a"
+    elf_arch: str  # the arch ptxas assembled the ELF for, e.g. "sm_120f", "sm_90a"
     registers: int
     stack_bytes: int
     shared_static_bytes: int
@@ -36,14 +38,14 @@ def _cuobjdump(*args: str) -> str:
 
 
 def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
-    """One cuobjdump call: the resource table, the SASS ("code for sm_XX" names the ELF's arch) and its MMAs."""
-    dump = _cuobjdump("--dump-resource-usage", "--dump-sass", str(cubin))
+    """One cuobjdump call: the ELF's notes (the arch), the resource table, and the SASS with its MMAs."""
+    dump = _cuobjdump("--dump-elf", "--dump-resource-usage", "--dump-sass", str(cubin))
     section = dump.split(f"Function {kernel_name}:", 1)
     match = RESOURCE_LINE.search(section[1] if len(section) == 2 else "")
     if match is None:
         raise RuntimeError(f"cuobjdump printed no resource line for {kernel_name} in {cubin}:\n{dump[:2000]}")
     registers, stack, shared, local = (int(g) for g in match.groups())
-    arch = ELF_ARCH.search(dump)
+    arch = PTXAS_ARCH.search(dump)
     mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
     return CubinInspection(
         elf_arch=arch.group(1) if arch else "unknown",

@@ -3,6 +3,7 @@ pre-compile validity rule. After compiling, select.py decides from measured reso
 from __future__ import annotations
 
 import itertools
+import re
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +34,19 @@ class Variant:
         return asdict(self)
 
 
+VARIANT_NAME = re.compile(r"(?P<kv_format>[a-z0-9]+)_bh(?P<block_h>\d+)_bt(?P<block_t>\d+)_w(?P<num_warps>\d+)"
+                          r"_s(?P<num_stages>\d+)")
+
+
+def variant_from_name(name: str) -> Variant:
+    """The inverse of Variant.name (a build edge names its artifact, nothing else)."""
+    match = VARIANT_NAME.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a variant name; expected e.g. v32_bh16_bt64_w8_s2")
+    fields = match.groupdict()
+    return Variant(fields.pop("kv_format"), **{key: int(value) for key, value in fields.items()})
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -42,12 +56,32 @@ class Target:
     binary: str  # "cubin" or "ptx"
     default: bool
     note: str
+    binaries: str  # the target whose build holds this target's binaries: itself, or one whose cubins run here
+
+
+# What a target with `binaries = "<other>"` takes from the other target instead of restating it.
+BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary")
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
     with open(path or paths.TARGETS_FILE, "rb") as f:
         raw = tomllib.load(f)
-    return {name: Target(name=name, **fields) for name, fields in raw.items()}
+    return {name: _target(name, raw, path or paths.TARGETS_FILE) for name in raw}
+
+
+def _target(name: str, raw: dict, path: Path) -> Target:
+    fields = dict(raw[name])
+    source = fields.setdefault("binaries", name)
+    if source != name:
+        if source not in raw or raw[source].get("binaries", source) != source:
+            raise ValueError(f"{path}: [{name}] binaries = {source!r} must name a target that builds its own "
+                             f"binaries; targets: {', '.join(raw)}")
+        restated = [key for key in BINARY_FIELDS if key in fields]
+        if restated:
+            raise ValueError(f"{path}: [{name}] takes {restated} from [{source}] (binaries = {source!r}); "
+                             "remove them")
+        fields.update({key: raw[source][key] for key in BINARY_FIELDS})
+    return Target(name=name, **fields)
 
 
 def get_target(name: str) -> Target:

@@ -5,7 +5,7 @@ import jinja2
 import pytest
 
 from build_tools import kernels, render
-from build_tools.variant import Variant, get_target, is_buildable, load_grid
+from build_tools.variant import Variant, get_target, is_buildable, load_grid, variant_from_name
 
 BASE = Variant("v32", 16, 16, 4, 2)
 
@@ -30,10 +30,24 @@ def test_name_encodes_every_field():
         assert changed.name != BASE.name, field.name
 
 
+def test_a_name_parses_back_into_its_variant():
+    for variant in load_grid():
+        assert variant_from_name(variant.name) == variant
+    with pytest.raises(ValueError, match="not a variant name"):
+        variant_from_name("v32_bh16_bt64_w8")
+
+
 def test_generated_source_carries_provenance():
     source = render.render_split(BASE).source
     assert "templates/sparse_mla_split.py.j2" in source.splitlines()[0]
-    assert render.templates_hash() in source
+    assert render.template_hash(render.SPLIT_TEMPLATE) in source
+
+
+def test_a_source_names_the_hash_of_its_own_templates_only():
+    assert render.template_files(render.SPLIT_TEMPLATE) == ["kv_chunks.j2", render.SPLIT_TEMPLATE]
+    assert render.template_files(render.COMBINE_TEMPLATE) == [render.COMBINE_TEMPLATE]
+    assert render.template_hash(render.COMBINE_TEMPLATE) in render.render_combine().source
+    assert render.template_hash(render.SPLIT_TEMPLATE) not in render.render_combine().source
 
 
 def test_dot_dtype_is_a_render_parameter():
@@ -58,7 +72,7 @@ def test_kernel_signature_comes_from_the_param_list():
 
 def test_missing_template_variable_fails_loudly(tmp_path, monkeypatch):
     (tmp_path / "bad.j2").write_text("{{ not_given }}")
-    monkeypatch.setattr(render.paths, "TEMPLATES_DIR", tmp_path)
+    monkeypatch.setenv(render.paths.TEMPLATES_DIR_ENV, str(tmp_path))
     with pytest.raises(jinja2.UndefinedError):
         render._environment().get_template("bad.j2").render()
 
