@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from build_tools import kernels, paths
+from build_tools import paths
 from build_tools.compile import COMPILE_OPTIONS
-from build_tools.render import RenderedKernel, render_combine, render_split, write_atomic, write_if_different
-from build_tools.variant import Target, Variant, get_target, is_buildable, load_grid
-
-SPLIT_GRID_RULE = "(b * s_q, cdiv(h_q, block_h), num_splits)"
-COMBINE_GRID_RULE = "(b * s_q, h_q, 1)"
+from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, render_combine, render_split, write_atomic,
+                                write_if_different)
+from build_tools.variant import Target, get_target, is_buildable, load_grid
+from sparse_mla_aot.contract import SCRATCH_PARAMS, ArtifactRecord, Variant
 
 
 @dataclass(frozen=True)
@@ -74,93 +73,83 @@ def _binary_name(name: str, target: Target) -> str:
     return f"{name}.{target.binary}"
 
 
-def _base_record(job: Job) -> dict:
+def _identity(job: Job) -> dict:
+    """The record fields that the inputs decide (the outcome of compiling adds the rest)."""
     rendered = job.rendered
-    return {
-        "name": rendered.name,
-        "kind": "split" if job.variant else "combine",
-        "target": job.target.name,
-        "variant": job.variant.to_json() if job.variant else None,
-        "kernel_name": rendered.kernel_name,
-        "num_warps": job.num_warps,
-        "num_stages": job.num_stages,
-        "params": [p.to_json() for p in (*rendered.params, *kernels.SCRATCH_PARAMS)],
-        "grid": SPLIT_GRID_RULE if job.variant else COMBINE_GRID_RULE,
-        "max_shared_bytes": job.target.max_shared_bytes,
-        "triton_version": triton_version(),
-        "ptxas_version": ptxas_version(job.target.triton_arch),
-        "cache_key": job.cache_key,
-        "source": f"src/{rendered.name}.py",
-    }
+    return dict(
+        name=rendered.name, kind="split" if job.variant else "combine", target=job.target.name,
+        kernel_name=rendered.kernel_name, num_warps=job.num_warps, num_stages=job.num_stages,
+        params=(*rendered.params, *SCRATCH_PARAMS), max_shared_bytes=job.target.max_shared_bytes,
+        binary_format=job.target.binary, triton_version=triton_version(),
+        ptxas_version=ptxas_version(job.target.triton_arch), cache_key=job.cache_key,
+        source=f"src/{rendered.name}.py",
+    )
 
 
-def build_artifact(job: Job) -> dict:
-    """Worker: compile one artifact, write its binary, then its JSON (last). Returns the record."""
-    from build_tools.compile import compile_kernel
-    from build_tools.inspect import inspect_cubin
-    from build_tools.select import decide, total_shared_bytes
+def _write_record(record: ArtifactRecord, out_dir: Path) -> ArtifactRecord:
+    write_atomic(out_dir / f"{record.name}.json", json.dumps(record.to_json(), indent=1).encode())
+    return record
 
-    record = _base_record(job)
-    source_path = job.out_dir / record["source"]
+
+def build_artifact(job: Job) -> ArtifactRecord:
+    """Worker: compile one artifact, write its binary, then its JSON (last). Returns the record. A variant Triton
+    cannot compile is pruned with the error; any other exception fails the build, naming the artifact."""
+    from build_tools.compile import compile_errors, compile_kernel
+    from build_tools.cubin_inspect import inspect_cubin
+    from build_tools.selection import decide
+
+    identity = _identity(job)
+    source_path = job.out_dir / identity["source"]
     write_if_different(source_path, job.rendered.source)
     started = time.monotonic()
     try:
         compiled = compile_kernel(job.rendered, source_path, job.target, job.num_warps, job.num_stages)
-    except Exception as error:  # a compile failure is a result to report, not a crash of the whole build
+    except compile_errors() as error:  # a variant that does not compile is a result to report
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        record.update(status="pruned", reason=f"compile error: {type(error).__name__}: {first_line}",
-                      warnings=[], binary=None, sha256=None, resources=None, mma_instructions=[],
-                      compile_seconds=round(time.monotonic() - started, 2))
-        write_atomic(job.out_dir / f"{record['name']}.json", json.dumps(record, indent=1).encode())
-        return record
+        return _write_record(ArtifactRecord.pruned(f"compile error: {type(error).__name__}: {first_line}",
+                                                   compile_seconds=round(time.monotonic() - started, 2),
+                                                   **identity), job.out_dir)
+    except Exception as error:
+        raise RuntimeError(f"building {job.target.name}/{job.rendered.name} failed with {type(error).__name__}: "
+                           f"{error} (not a Triton compile or resource error: a bug in the build)") from error
     seconds = time.monotonic() - started
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.cubin)
         cubin.flush()
-        inspection = inspect_cubin(Path(cubin.name), compiled.kernel_name)
-    decision = decide(job.target, compiled.shared_bytes, inspection)
-    binary_path = job.out_dir / _binary_name(record["name"], job.target)
+        resources = inspect_cubin(Path(cubin.name), compiled.kernel_name).resources(compiled.shared_bytes)
+    decision = decide(job.target, resources)
+    binary_path = job.out_dir / _binary_name(job.rendered.name, job.target)
     write_atomic(binary_path, compiled.binary)
-    record.update(
-        status=decision.status, reason=decision.reason, warnings=list(decision.warnings),
-        kernel_name=compiled.kernel_name, binary=binary_path.name, binary_format=job.target.binary,
-        sha256=hashlib.sha256(compiled.binary).hexdigest(),
-        shared_bytes=compiled.shared_bytes,
-        resources={**inspection.to_json(), "dynamic_shared_bytes": compiled.shared_bytes,
-                   "total_shared_bytes": total_shared_bytes(compiled.shared_bytes, inspection)},
-        mma_instructions=list(inspection.mma_instructions),
-        compile_seconds=round(seconds, 2),
-    )
-    write_atomic(job.out_dir / f"{record['name']}.json", json.dumps(record, indent=1).encode())
-    return record
+    outcome = dict(binary=binary_path.name, sha256=hashlib.sha256(compiled.binary).hexdigest(),
+                   resources=resources, warnings=decision.warnings, compile_seconds=round(seconds, 2),
+                   **{**identity, "kernel_name": compiled.kernel_name})
+    record = (ArtifactRecord.shipped(**outcome) if decision.reason is None
+              else ArtifactRecord.pruned(decision.reason, **outcome))
+    return _write_record(record, job.out_dir)
 
 
-def _cached_record(job: Job) -> dict | None:
-    """The existing record if it was built from the same inputs and its binary is intact."""
+def _cached_record(job: Job) -> ArtifactRecord | None:
+    """The existing record if it was built from the same inputs (same schema too) and its binary is intact."""
     json_path = job.out_dir / f"{job.rendered.name}.json"
     if not json_path.exists():
         return None
-    record = json.loads(json_path.read_text())
-    if record.get("cache_key") != job.cache_key:
+    try:
+        record = ArtifactRecord.from_json(json.loads(json_path.read_text()), str(json_path))
+    except ValueError:
+        return None  # another schema: rebuild
+    if record.cache_key != job.cache_key:
         return None
-    if record.get("binary"):
-        binary = job.out_dir / record["binary"]
-        if not binary.exists() or sha256_file(binary) != record["sha256"]:
+    if record.binary:
+        binary = job.out_dir / record.binary
+        if not binary.exists() or sha256_file(binary) != record.sha256:
             return None
-    return record
-
-
-def _not_buildable_record(job: Job, reason: str) -> dict:
-    record = _base_record(job)
-    record.update(status="pruned", reason=f"not buildable: {reason}", warnings=[], binary=None, sha256=None,
-                  resources=None, mma_instructions=[], compile_seconds=0.0)
     return record
 
 
 def plan_jobs(target: Target, variants: list[Variant], out_dir: Path) -> list[Job]:
     combine = render_combine()
-    jobs = [Job(target, combine, None, kernels.COMBINE_NUM_WARPS, 1,
-                cache_key(combine, target, kernels.COMBINE_NUM_WARPS, 1), out_dir)]
+    jobs = [Job(target, combine, None, COMBINE_NUM_WARPS, 1, cache_key(combine, target, COMBINE_NUM_WARPS, 1),
+                out_dir)]
     for variant in variants:
         rendered = render_split(variant)
         jobs.append(Job(target, rendered, variant, variant.num_warps, variant.num_stages,
@@ -173,12 +162,11 @@ def _compile_worker_init() -> None:
     os.environ.pop("TRITON_INTERPRET", None)
 
 
-def _progress(done: int, total: int, record: dict, started: float, log: TextIO) -> None:
+def _progress(done: int, total: int, record: ArtifactRecord, started: float, log: TextIO) -> None:
     elapsed = time.monotonic() - started
-    shared = (record.get("resources") or {}).get("total_shared_bytes")
-    figure = f"{shared:>9,} B" if shared is not None else " " * 11
-    print(f"[{done:>4}/{total}] {elapsed:6.0f}s  {record['target']:<10} {record['name']:<26} "
-          f"{record['status']:<8}{figure}  {record.get('reason') or ''}", file=log, flush=True)
+    figure = f"{record.resources.total_shared_bytes:>9,} B" if record.resources else " " * 11
+    print(f"[{done:>4}/{total}] {elapsed:6.0f}s  {record.target:<10} {record.name:<26} "
+          f"{record.status:<8}{figure}  {record.reason or ''}", file=log, flush=True)
 
 
 def build_target(target_name: str, *, jobs: int = 1, grid: Path | None = None, log: TextIO | None = None) -> dict:
@@ -195,7 +183,7 @@ def build_target(target_name: str, *, jobs: int = 1, grid: Path | None = None, l
     for job in all_jobs:
         ok, reason = is_buildable(job.variant, target) if job.variant else (True, None)
         if not ok:
-            records[job.rendered.name] = _not_buildable_record(job, reason)
+            records[job.rendered.name] = ArtifactRecord.pruned(f"not buildable: {reason}", **_identity(job))
         elif (cached := _cached_record(job)) is not None:
             records[job.rendered.name] = cached
         else:
@@ -210,7 +198,7 @@ def build_target(target_name: str, *, jobs: int = 1, grid: Path | None = None, l
             try:
                 for done, future in enumerate(as_completed(futures), len(records) + 1):
                     record = future.result()
-                    records[record["name"]] = record
+                    records[record.name] = record
                     _progress(done, total, record, started, log)
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)

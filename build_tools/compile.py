@@ -6,9 +6,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools import kernels
 from build_tools.render import RenderedKernel
 from build_tools.variant import Target
+from sparse_mla_aot.contract import Param
 
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
@@ -24,6 +24,24 @@ class CompiledKernel:
     num_warps: int
     num_stages: int
     triton_version: str
+
+
+def signature(params: tuple[Param, ...]) -> dict[str, str]:
+    return {p.name: p.type for p in params}
+
+
+def divisibility_attrs(params: tuple[Param, ...]) -> dict[tuple[int], list]:
+    """Triton's attrs form: {(arg_index,): [["tt.divisibility", 16]]}."""
+    return {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p.divisible_by == 16}
+
+
+def compile_errors() -> tuple[type[Exception], ...]:
+    """What Triton raises when a variant does not compile (front end, resources, ptxas): a result the build reports
+    as a pruned variant. Anything else is a bug and fails the build."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    return CompilationError, OutOfResources, PTXASError
 
 
 def load_jit_function(source_path: Path, kernel_name: str):
@@ -44,8 +62,7 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     from triton.compiler import ASTSource
 
     fn = load_jit_function(source_path, rendered.kernel_name)
-    source = ASTSource(fn, kernels.signature(rendered.params), constexprs={},
-                       attrs=kernels.divisibility_attrs(rendered.params))
+    source = ASTSource(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
     compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
                               options={"num_warps": num_warps, "num_stages": num_stages, **COMPILE_OPTIONS})
     cubin = compiled.asm["cubin"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from build_tools import paths
 from build_tools.render import write_atomic
 from build_tools.report import read_report
+from build_tools.variant import get_target
 from sparse_mla_aot.catalog import parse_table
 
 
@@ -35,13 +36,13 @@ def stage(targets: list[str], dest: Path, package_version: str) -> dict:
         artifacts = {}
         (dest / target).mkdir(parents=True)
         for record in report["artifacts"]:
-            if record["status"] == "shipped":
-                data = (paths.target_dir(target) / record["binary"]).read_bytes()
-                if hashlib.sha256(data).hexdigest() != record["sha256"]:
-                    raise RuntimeError(f"build/{target}/{record['binary']} does not match its record; rebuild")
-                (dest / target / record["binary"]).write_bytes(data)
-                artifacts[record["name"]] = {"binary": record["binary"], "sha256": record["sha256"]}
-            (dest / target / f"{record['name']}.json").write_text(json.dumps(record, indent=1))
+            if record.status == "shipped":
+                data = (paths.target_dir(target) / record.binary).read_bytes()
+                if hashlib.sha256(data).hexdigest() != record.sha256:
+                    raise RuntimeError(f"build/{target}/{record.binary} does not match its record; rebuild")
+                (dest / target / record.binary).write_bytes(data)
+                artifacts[record.name] = {"binary": record.binary, "sha256": record.sha256}
+            (dest / target / f"{record.name}.json").write_text(json.dumps(record.to_json(), indent=1))
         shipped = set(artifacts)
         (dest / "tables" / target).mkdir(parents=True)
         for source in sorted((paths.VARIANTS_DIR / target).glob("*.json")):
@@ -49,8 +50,7 @@ def stage(targets: list[str], dest: Path, package_version: str) -> dict:
             _check_table(table, source, shipped)
             shutil.copyfile(source, dest / "tables" / target / source.name)
             manifest["tables"].append(f"{target}/{source.name}")
-        manifest["targets"][target] = {"artifacts": artifacts,
-                                       "pruned": sorted(r["name"] for r in report["artifacts"]
-                                                        if r["status"] != "shipped")}
+        manifest["targets"][target] = {**get_target(target).manifest_entry(), "artifacts": artifacts,
+                                       "pruned": sorted(r.name for r in report["artifacts"] if r.status != "shipped")}
     write_atomic(dest / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest

@@ -1,36 +1,16 @@
 """The declared variant space (variants/grid.toml), the targets (variants/targets.toml) and the one
-pre-compile validity rule. After compiling, select.py decides from measured resources."""
+pre-compile validity rule. After compiling, selection.py decides from measured resources."""
 from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from build_tools import paths
+from sparse_mla_aot.contract import KV_FORMATS, TOKEN_GRANULE, VARIANT_FIELDS, Variant
 
-KV_FORMATS = ("v32", "model1")
-# topk and the extra set's topk are multiples of 64, so a tile of block_t | 64 never straddles a set boundary.
-TOKEN_GRANULE = 64
 MIN_MMA_ROWS = 16
-
-
-@dataclass(frozen=True, order=True)
-class Variant:
-    """One specialization of the split kernel; every field is baked into its rendered source."""
-
-    kv_format: str
-    block_h: int
-    block_t: int
-    num_warps: int
-    num_stages: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.kv_format}_bh{self.block_h}_bt{self.block_t}_w{self.num_warps}_s{self.num_stages}"
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -41,13 +21,23 @@ class Target:
     max_shared_bytes: int
     binary: str  # "cubin" or "ptx"
     default: bool
+    sm_count: int  # multiprocessors of the smallest part of this target: what a split count aims to fill
+    capability: tuple[int, int] | None  # the compute capability that selects it; None: only by SPARSE_MLA_AOT_TARGET
     note: str
+
+    def manifest_entry(self) -> dict:
+        """What the wheel's manifest says of the target, for the runtime to pick it by capability."""
+        return {"capability": list(self.capability) if self.capability else None, "sm_count": self.sm_count}
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
     with open(path or paths.TARGETS_FILE, "rb") as f:
         raw = tomllib.load(f)
-    return {name: Target(name=name, **fields) for name, fields in raw.items()}
+    return {name: _target(name, **fields) for name, fields in raw.items()}
+
+
+def _target(name: str, capability: list[int] | None = None, **fields) -> Target:
+    return Target(name=name, capability=tuple(capability) if capability else None, **fields)
 
 
 def get_target(name: str) -> Target:
@@ -61,11 +51,10 @@ def load_grid(path: Path | None = None) -> list[Variant]:
     """Every combination of the grid's axes, in a stable order."""
     with open(path or paths.GRID_FILE, "rb") as f:
         axes = tomllib.load(f)["axes"]
-    fields = ("kv_format", "block_h", "block_t", "num_warps", "num_stages")
-    missing = [name for name in fields if name not in axes]
+    missing = [name for name in VARIANT_FIELDS if name not in axes]
     if missing:
-        raise ValueError(f"grid {path or paths.GRID_FILE} lacks axes {missing}; expected all of {list(fields)}")
-    return [Variant(*combo) for combo in itertools.product(*(axes[name] for name in fields))]
+        raise ValueError(f"grid {path or paths.GRID_FILE} lacks axes {missing}; expected all of {list(VARIANT_FIELDS)}")
+    return [Variant(*combo) for combo in itertools.product(*(axes[name] for name in VARIANT_FIELDS))]
 
 
 def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
