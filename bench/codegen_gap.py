@@ -26,10 +26,10 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 import sparse_mla_aot  # noqa: E402
-from build_tools.gpu_timing import InputSets, forced  # noqa: E402
 from peers import SHAPES, AutotunedJit, timed  # noqa: E402
 from sparse_mla_aot import ops  # noqa: E402
-from sparse_mla_aot.dispatch import force_spec  # noqa: E402
+from sparse_mla_aot.dispatch import force_spec, forcing  # noqa: E402
+from tuning.gpu_timing import InputSets  # noqa: E402
 
 SHAPE_OF = {"v32": "v32/h128/topk2048", "model1": "model1/h64/topk512+128"}
 
@@ -57,12 +57,12 @@ def main() -> None:
     print(f"{'variant':<24} {'rows':>4} {'splits':>6} {'ours us':>9} {'JIT us':>9} {'JIT ints-unspec us':>18}")
     rows = []
     for name, batch, splits in points:
-        variant = shipped[name]["variant"]
-        shape = SHAPES[SHAPE_OF[variant["kv_format"]]]
+        variant = shipped[name].variant
+        shape = SHAPES[SHAPE_OF[variant.kv_format]]
         sets = InputSets(shape).sets_for(batch)
-        with forced(force_spec(variant, splits)):
+        with forcing(force_spec(variant, splits)):
             ours = timed(sets, sparse_mla_aot.sparse_mla_decode)
-        jit = {mode: timed(sets, AutotunedJit(variant["kv_format"], [variant], splits=(splits,),
+        jit = {mode: timed(sets, AutotunedJit(variant.kv_format, [variant], splits=(splits,),
                                               specialize_ints=mode == "specialized").decode)
                for mode in ("specialized", "unspecialized")}
         rows.append({"variant": name, "batch_rows": batch, "num_splits": splits, "ours": ours, **jit})

@@ -17,8 +17,8 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import sparse_mla_decode
-from sparse_mla_aot.dispatch import force_spec
-from sparse_mla_aot.paths import FORCE_ENV
+from sparse_mla_aot.contract import Variant
+from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
 SHAPES = {"v32": dict(h_q=128, topk=2048), "model1": dict(h_q=64, topk=512, extra_topk=128)}
@@ -49,13 +49,12 @@ def variant_numerics() -> list:
         inputs = _inputs(kv_format, 4, 1, seed=1, h_q=64)
         for bh in (16, 64):
             for bt in (16, 32):
-                os.environ[FORCE_ENV] = force_spec({"block_h": bh, "block_t": bt, "num_warps": 4, "num_stages": 2}, 4)
                 try:
-                    figures = _check(inputs, *_decode(inputs))
+                    with forcing(force_spec(Variant(kv_format, bh, bt, 4, 2), 4)):
+                        figures = _check(inputs, *_decode(inputs))
                 except ValueError as error:  # pruned for this target: say so, with the reason
                     figures = {"ok": None, "pruned": str(error)}
                 rows.append({"kv_format": kv_format, "variant": f"bh{bh}_bt{bt}_w4_s2", **figures})
-    os.environ.pop(FORCE_ENV)
     return rows
 
 

@@ -1,4 +1,5 @@
-"""Our dispatched op beside its peers, one table per shape (SPEC section 9), all measured in one run on one GPU:
+"""Our dispatched op beside its peers, one table per shape (docs/design.md#performance), all measured in one run on
+one GPU:
 
 - ours: the installed wheel's cubins, variant and split count from the dispatch table;
 - JIT: the same template rendered with BLOCK_H / BLOCK_T as constexprs under @triton.autotune (the engines' way)
@@ -7,7 +8,7 @@
 - FlashMLA's flash_mla_with_kvcache where `flash_mla` is importable (skipped otherwise);
 - the floor: max(bytes / measured copy bandwidth, matmul FLOPs / measured bf16 matrix rate).
 
-Device times: CUDA-graph replay of one call per rotating input set (build_tools.gpu_timing, as `tune` measures),
+Device times: CUDA-graph replay of one call per rotating input set (tuning.gpu_timing, as `tune` measures),
 median per call. Also first-call time of both paths (fresh process; the JIT path with an empty Triton cache, or
 with one filled by --precompile-jobs, as labelled) and host time of one eager call. Prints the tables; writes
 $OUT/peers.json.
@@ -35,15 +36,16 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import sparse_mla_aot  # noqa: E402
-from build_tools.gpu_timing import (InputSets, Shape, capture, floor_us, measure_ceilings,  # noqa: E402
-                                    replay_times_us, summary)
-from build_tools.kernels import COMBINE_NUM_WARPS, SPLIT_PARAMS  # noqa: E402
-from build_tools.tune import SPLITS  # noqa: E402
+from build_tools.render import COMBINE_NUM_WARPS  # noqa: E402
 from sparse_mla_aot import ops  # noqa: E402
-from sparse_mla_aot.plan import (COMBINE_ARG_NAMES, SPLIT_ARG_NAMES, allocate_partials,  # noqa: E402
-                                 combine_arguments, make_plan, split_arguments)
-from sparse_mla_aot.validation import D_V, check_arguments  # noqa: E402
+from sparse_mla_aot.contract import (COMBINE_ARG_NAMES, COMBINE_NAME, D_V, SPLIT_ARG_NAMES, SPLIT_PARAMS,  # noqa: E402
+                                     Variant)
+from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments  # noqa: E402
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode  # noqa: E402
+from sparse_mla_aot.validation import check_arguments  # noqa: E402
+from tuning.gpu_timing import (InputSets, Shape, capture, floor_us, measure_ceilings,  # noqa: E402
+                               replay_times_us, summary)
+from tuning.tune import SPLITS  # noqa: E402
 
 SHAPES = {
     "v32/h128/topk2048": Shape("v32", 128, 2048, 0),
@@ -66,7 +68,7 @@ class AutotunedJit:
     """The JIT peer: render once, compile on first use, autotune per batch-rows value (a tuner per value, sharing
     the compiled kernels). Host code (validation, plan, workspace, argument order) is the runtime's own."""
 
-    def __init__(self, kv_format: str, variants: list[dict], splits=SPLITS, specialize_ints: bool = True):
+    def __init__(self, kv_format: str, variants: list[Variant], splits=SPLITS, specialize_ints: bool = True):
         """specialize_ints False: the integers our compile signature leaves unhinted are not value-specialized
         (no ==1 constants, no divisibility), as an AOT compile by this Triton would see them."""
         import triton  # here, not at the top: the "ours" first-call process never imports it
@@ -81,20 +83,20 @@ class AutotunedJit:
             path = directory / f"{rendered.name}.py"
             path.write_text(rendered.source)
             kernels[rendered.name] = load_jit_function(path, rendered.kernel_name)
-        self.split_fn, self.combine_fn = kernels[f"{kv_format}_autotuned"], kernels["combine"]
+        self.split_fn, self.combine_fn = kernels[f"{kv_format}_autotuned"], kernels[COMBINE_NAME]
         if not specialize_ints:
             unhinted = [p.name for p in SPLIT_PARAMS if p.type in ("i32", "i64") and p.divisible_by == 1]
             self.split_fn = triton.jit(self.split_fn.fn, do_not_specialize=unhinted)
         self.variants, self.splits = variants, splits
-        self.smallest_tile = min(v["block_t"] for v in variants)  # sizes the workspace for the most splits
+        self.smallest_tile = min(v.block_t for v in variants)  # sizes the workspace for the most splits
         self.tuners: dict[int, object] = {}
         self.dummies: dict[torch.dtype, torch.Tensor] = {}  # made once, outside any capture
 
     def _tuner(self, batch_rows: int, tokens: int):
         if batch_rows not in self.tuners:
-            configs = [self.triton.Config({"BLOCK_H": v["block_h"], "BLOCK_T": v["block_t"], "num_splits": s},
-                                          num_warps=v["num_warps"], num_stages=v["num_stages"])
-                       for v in self.variants for s in self.splits if s <= tokens // v["block_t"]]
+            configs = [self.triton.Config({"BLOCK_H": v.block_h, "BLOCK_T": v.block_t, "num_splits": s},
+                                          num_warps=v.num_warps, num_stages=v.num_stages)
+                       for v in self.variants for s in self.splits if s <= tokens // v.block_t]
             bench = lambda fn, quantiles: self.triton.testing.do_bench(  # noqa: E731
                 fn, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS, quantiles=quantiles)
             self.tuners[batch_rows] = self.triton.autotune(configs, key=["h_q"], do_bench=bench)(self.split_fn)
@@ -148,14 +150,14 @@ def _itself(tensor):
     return tensor
 
 
-def jit_variants(kv_format: str, family: str | None = None) -> list[dict]:
+def jit_variants(kv_format: str, family: str | None = None) -> list[Variant]:
     """The JIT path's variants: those matching `family` (default JIT_FAMILY[kv_format]) or chosen by a tuned table."""
     target = sparse_mla_aot.prepare()
     tuned = {row.variant for table in ops.catalog().tables(target) if table.kv_format == kv_format
              and table.provenance.get("kind") == "tuned" for row in table.rows}
     shipped = ops.catalog().shipped(target)
-    return [r["variant"] for name, r in sorted(shipped.items())
-            if r["kind"] == "split" and r["variant"]["kv_format"] == kv_format
+    return [r.variant for name, r in sorted(shipped.items())
+            if r.variant and r.variant.kv_format == kv_format
             and (fnmatch.fnmatch(name, family or JIT_FAMILY[kv_format]) or name in tuned)]
 
 

@@ -5,8 +5,8 @@ SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at tw
   B: b=1, s_q=2, h_q=64, topk 256 (+128 extra), page size 64, topk_length, 64 splits (clamped: empty splits).
 
 Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pages, the last page only half
-filled, and one index at the last filled token. Every output is also checked against the reference (SPEC
-section 4); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer processes;
+filled, and one index at the last filled token. Every output is also checked against the reference
+(docs/design.md#numerics); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer processes;
 prints a summary table and writes the full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the figures
 to $OUT/sanitize_<label>.json.
 
@@ -71,13 +71,13 @@ def run_variants(names: list[str]) -> int:
     cases = {(n, f): shape_inputs(n, f) for n in SHAPES for f in ("v32", "model1")}
     references = {key: reference_sparse_mla_decode(**inputs) for key, (inputs, _) in cases.items()}
     for name in names:
-        v = records[name]["variant"]
+        v = records[name].variant
         for shape in SHAPES:
-            inputs, num_splits = cases[(shape, v["kv_format"])]
+            inputs, num_splits = cases[(shape, v.kv_format)]
             os.environ[FORCE_ENV] = force_spec(v, num_splits)  # this process runs nothing else
             out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
             torch.cuda.synchronize()
-            ref_out, ref_lse = references[(shape, v["kv_format"])]
+            ref_out, ref_lse = references[(shape, v.kv_format)]
             figures = check_close(out.float(), lse, ref_out.float(), ref_lse.float())
             failures += not figures["ok"]
             print(f"launched {name} shape {shape}: {'ok' if figures['ok'] else figures['failures']}", flush=True)

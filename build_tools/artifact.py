@@ -11,14 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from build_tools import kernels
 from build_tools.compile import COMPILE_OPTIONS, PTXAS_FLAGS
-from build_tools.render import (RenderedKernel, kernel_name, read_rendered, render_combine, render_split,
-                                write_atomic, write_if_different)
-from build_tools.variant import Target, Variant, is_buildable, variant_from_name
-
-SPLIT_GRID_RULE = "(b * s_q, cdiv(h_q, block_h), num_splits)"
-COMBINE_GRID_RULE = "(b * s_q, h_q, 1)"
+from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, kernel_name, read_rendered, render_combine,
+                                render_split, write_atomic, write_if_different)
+from build_tools.variant import Target, Variant, is_buildable
+from sparse_mla_aot.contract import COMBINE_NAME, SCRATCH_PARAMS, SPLIT_PARAMS, ArtifactRecord
 
 
 def triton_version() -> str:
@@ -47,6 +44,11 @@ def toolchain(target: Target) -> dict:
     }
 
 
+def names(variants: list[Variant]) -> list[str]:
+    """The artifacts of a grid, in report order: the combine kernel, then every variant."""
+    return [COMBINE_NAME, *(v.name for v in variants)]
+
+
 def source_path(out_dir: Path, name: str) -> Path:
     return out_dir / "src" / f"{name}.py"
 
@@ -58,31 +60,11 @@ def record_path(out_dir: Path, name: str) -> Path:
 def render_sources(target: Target, variants: list[Variant], out_dir: Path) -> int:
     """The render edge: every buildable artifact's source, rewritten only where its text changed (ninja's restat
     then recompiles only those). Returns how many were written."""
-    written = write_if_different(source_path(out_dir, kernels.COMBINE_NAME), render_combine().source)
+    written = write_if_different(source_path(out_dir, COMBINE_NAME), render_combine().source)
     for variant in variants:
         if is_buildable(variant, target)[0]:
             written += write_if_different(source_path(out_dir, variant.name), render_split(variant).source)
     return written
-
-
-def _base_record(target: Target, rendered: RenderedKernel, variant: Variant | None, key: str) -> dict:
-    num_warps, num_stages = (variant.num_warps, variant.num_stages) if variant else (kernels.COMBINE_NUM_WARPS, 1)
-    return {
-        "name": rendered.name,
-        "kind": "split" if variant else "combine",
-        "target": target.name,
-        "variant": variant.to_json() if variant else None,
-        "kernel_name": rendered.kernel_name,
-        "num_warps": num_warps,
-        "num_stages": num_stages,
-        "params": [p.to_json() for p in (*rendered.params, *kernels.SCRATCH_PARAMS)],
-        "grid": SPLIT_GRID_RULE if variant else COMBINE_GRID_RULE,
-        "max_shared_bytes": target.max_shared_bytes,
-        "triton_version": triton_version(),
-        "ptxas_version": ptxas_version(target.triton_arch),
-        "cache_key": key,
-        "source": f"src/{rendered.name}.py",
-    }
 
 
 def cache_key(rendered: RenderedKernel, target: Target) -> str:
@@ -92,59 +74,69 @@ def cache_key(rendered: RenderedKernel, target: Target) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def compile_artifact(target: Target, name: str, out_dir: Path) -> dict:
-    """Compile one artifact from the source the render step wrote, write its binary, then its record (last,
-    atomically). Returns the record."""
-    from build_tools.compile import compile_kernel
-    from build_tools.inspect import inspect_cubin
-    from build_tools.select import decide, total_shared_bytes
+def _identity(target: Target, rendered: RenderedKernel, variant: Variant | None) -> dict:
+    """The record fields that the inputs decide (the outcome of compiling adds the rest)."""
+    num_warps, num_stages = (variant.num_warps, variant.num_stages) if variant else (COMBINE_NUM_WARPS, 1)
+    return dict(
+        name=rendered.name, kind="split" if variant else "combine", target=target.name,
+        kernel_name=rendered.kernel_name, num_warps=num_warps, num_stages=num_stages,
+        params=(*rendered.params, *SCRATCH_PARAMS), max_shared_bytes=target.max_shared_bytes,
+        binary_format=target.binary, triton_version=triton_version(),
+        ptxas_version=ptxas_version(target.triton_arch), cache_key=cache_key(rendered, target),
+        source=f"src/{rendered.name}.py",
+    )
 
-    variant = None if name == kernels.COMBINE_NAME else variant_from_name(name)
+
+def _write_record(record: ArtifactRecord, out_dir: Path) -> ArtifactRecord:
+    write_atomic(record_path(out_dir, record.name), json.dumps(record.to_json(), indent=1).encode())
+    return record
+
+
+def compile_artifact(target: Target, name: str, out_dir: Path) -> ArtifactRecord:
+    """Compile one artifact from the source the render step wrote, write its binary, then its record (last,
+    atomically). A variant Triton cannot compile is pruned with the error; any other exception fails the build,
+    naming the artifact."""
+    from build_tools.compile import compile_errors, compile_kernel
+    from build_tools.cubin_inspect import inspect_cubin
+    from build_tools.selection import decide
+
+    variant = None if name == COMBINE_NAME else Variant.parse(name)
     buildable, why_not = is_buildable(variant, target) if variant else (True, None)
     if not buildable:
-        rendered = RenderedKernel(name, kernel_name(name), "", kernels.SPLIT_PARAMS)
-        record = _base_record(target, rendered, variant, cache_key(rendered, target))
-        record.update(status="pruned", reason=f"not buildable: {why_not}", warnings=[], binary=None, sha256=None,
-                      resources=None, mma_instructions=[], compile_seconds=0.0)
-        write_atomic(record_path(out_dir, name), json.dumps(record, indent=1).encode())
-        return record
+        rendered = RenderedKernel(name, kernel_name(name), "", SPLIT_PARAMS)
+        return _write_record(ArtifactRecord.pruned(f"not buildable: {why_not}",
+                                                   **_identity(target, rendered, variant)), out_dir)
     source = source_path(out_dir, name)
     rendered = read_rendered(name, source)
-    record = _base_record(target, rendered, variant, cache_key(rendered, target))
+    identity = _identity(target, rendered, variant)
     started = time.monotonic()
     try:
-        compiled = compile_kernel(rendered, source, target, record["num_warps"], record["num_stages"])
-    except Exception as error:  # a compile failure is a result to report, not a crash of the whole build
+        compiled = compile_kernel(rendered, source, target, identity["num_warps"], identity["num_stages"])
+    except compile_errors() as error:  # a variant that does not compile is a result to report
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        record.update(status="pruned", reason=f"compile error: {type(error).__name__}: {first_line}",
-                      warnings=[], binary=None, sha256=None, resources=None, mma_instructions=[],
-                      compile_seconds=round(time.monotonic() - started, 2))
-        write_atomic(record_path(out_dir, name), json.dumps(record, indent=1).encode())
-        return record
+        return _write_record(ArtifactRecord.pruned(f"compile error: {type(error).__name__}: {first_line}",
+                                                   compile_seconds=round(time.monotonic() - started, 2),
+                                                   **identity), out_dir)
+    except Exception as error:
+        raise RuntimeError(f"building {target.name}/{name} failed with {type(error).__name__}: {error} (not a "
+                           "Triton compile or resource error: a bug in the build)") from error
     seconds = time.monotonic() - started
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.cubin)
         cubin.flush()
-        inspection = inspect_cubin(Path(cubin.name), compiled.kernel_name)
-    decision = decide(target, compiled.shared_bytes, inspection)
+        resources = inspect_cubin(Path(cubin.name), compiled.kernel_name).resources(compiled.shared_bytes)
+    decision = decide(target, resources)
     binary_path = out_dir / f"{name}.{target.binary}"
     write_atomic(binary_path, compiled.binary)
-    record.update(
-        status=decision.status, reason=decision.reason, warnings=list(decision.warnings),
-        kernel_name=compiled.kernel_name, binary=binary_path.name, binary_format=target.binary,
-        sha256=hashlib.sha256(compiled.binary).hexdigest(),
-        shared_bytes=compiled.shared_bytes,
-        resources={**inspection.to_json(), "dynamic_shared_bytes": compiled.shared_bytes,
-                   "total_shared_bytes": total_shared_bytes(compiled.shared_bytes, inspection)},
-        mma_instructions=list(inspection.mma_instructions),
-        compile_seconds=round(seconds, 2),
-    )
-    write_atomic(record_path(out_dir, name), json.dumps(record, indent=1).encode())
-    return record
+    outcome = dict(binary=binary_path.name, sha256=hashlib.sha256(compiled.binary).hexdigest(),
+                   resources=resources, warnings=decision.warnings, compile_seconds=round(seconds, 2),
+                   **{**identity, "kernel_name": compiled.kernel_name})
+    record = (ArtifactRecord.shipped(**outcome) if decision.reason is None
+              else ArtifactRecord.pruned(decision.reason, **outcome))
+    return _write_record(record, out_dir)
 
 
-def result_line(record: dict) -> str:
+def result_line(record: ArtifactRecord) -> str:
     """What a compile edge prints under ninja's progress line: the decision and its figure."""
-    shared = (record.get("resources") or {}).get("total_shared_bytes")
-    figure = f"{shared:>9,} B" if shared is not None else " " * 11
-    return f"  {record['name']:<26} {record['status']:<8}{figure}  {record.get('reason') or ''}".rstrip()
+    figure = f"{record.resources.total_shared_bytes:>9,} B" if record.resources else " " * 11
+    return f"  {record.name:<26} {record.status:<8}{figure}  {record.reason or ''}".rstrip()

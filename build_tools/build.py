@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from build_tools import artifact, kernels, paths
+from build_tools import artifact, paths
 from build_tools.ninja_graph import configure, run_ninja
 from build_tools.variant import Target, get_target, load_grid
+from sparse_mla_aot.contract import ArtifactRecord
 
 
 def binary_set(target_name: str) -> Target:
@@ -30,9 +31,12 @@ def write_target_report(target: Target, grid: Path | None) -> dict:
     from build_tools.report import write_report
 
     out_dir = paths.target_dir(target.name)
-    names = [kernels.COMBINE_NAME, *(v.name for v in load_grid(grid))]
-    records = [json.loads(artifact.record_path(out_dir, name).read_text()) for name in names]
+    records = [_read_record(artifact.record_path(out_dir, name)) for name in artifact.names(load_grid(grid))]
     return write_report(target, records, out_dir)
+
+
+def _read_record(path: Path) -> ArtifactRecord:
+    return ArtifactRecord.from_json(json.loads(path.read_text()), str(path))
 
 
 def forget_damaged(out_dir: Path, names: list[str]) -> list[str]:
@@ -43,9 +47,14 @@ def forget_damaged(out_dir: Path, names: list[str]) -> list[str]:
         path = artifact.record_path(out_dir, name)
         if not path.exists():
             continue
-        record = json.loads(path.read_text())
-        binary = out_dir / record["binary"] if record.get("binary") else None
-        if binary and (not binary.exists() or hashlib.sha256(binary.read_bytes()).hexdigest() != record["sha256"]):
+        try:
+            record = _read_record(path)
+        except ValueError:  # another record schema: compile again
+            path.unlink()
+            damaged.append(name)
+            continue
+        binary = out_dir / record.binary if record.binary else None
+        if binary and (not binary.exists() or hashlib.sha256(binary.read_bytes()).hexdigest() != record.sha256):
             path.unlink()
             damaged.append(name)
     return damaged
@@ -55,7 +64,10 @@ def build_target(target_name: str, *, jobs: int = 1, grid: Path | None = None, l
     """Build (or find up to date) every artifact of the grid for the target's binary set; returns the report."""
     target, variants, log = binary_set(target_name), load_grid(grid), log or sys.stdout
     out_dir = configure(target, variants, grid_file(grid))
-    for name in forget_damaged(out_dir, [kernels.COMBINE_NAME, *(v.name for v in variants)]):
-        print(f"{target.name}: {name}'s binary does not match its record; compiling it again", file=log)
+    for name in forget_damaged(out_dir, artifact.names(variants)):
+        print(f"{target.name}: {name}'s record is of another schema or its binary does not match it; compiling it "
+              "again", file=log)
     run_ninja(out_dir, jobs, log)
-    return json.loads((out_dir / "report.json").read_text())
+    from build_tools.report import read_report
+
+    return read_report(target.name)

@@ -11,14 +11,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools import kernels
 from build_tools.render import RenderedKernel
 from build_tools.variant import Target
+from sparse_mla_aot.contract import Param
 
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
-# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (the last works around a ptxas 13.x
+# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` under enable_fp_fusion (the last works around a ptxas 13.x
 # bug); -suppress-debug-info drops the line tables and the two copies of the PTX text that -lineinfo embeds (about
 # 2/3 of a cubin, and they hold the build directory's path) without changing the SASS.
 PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v", "--regAllocOptLevel=2")
@@ -34,6 +34,24 @@ class CompiledKernel:
     num_warps: int
     num_stages: int
     triton_version: str
+
+
+def signature(params: tuple[Param, ...]) -> dict[str, str]:
+    return {p.name: p.type for p in params}
+
+
+def divisibility_attrs(params: tuple[Param, ...]) -> dict[tuple[int], list]:
+    """Triton's attrs form: {(arg_index,): [["tt.divisibility", 16]]}."""
+    return {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p.divisible_by == 16}
+
+
+def compile_errors() -> tuple[type[Exception], ...]:
+    """What Triton raises when a variant does not compile (front end, resources, ptxas): a result the build reports
+    as a pruned variant. Anything else is a bug and fails the build."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    return CompilationError, OutOfResources, PTXASError
 
 
 def load_jit_function(source_path: Path, kernel_name: str):
@@ -87,8 +105,7 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     from triton.compiler import ASTSource
 
     fn = load_jit_function(source_path, rendered.kernel_name)
-    source = ASTSource(fn, kernels.signature(rendered.params), constexprs={},
-                       attrs=kernels.divisibility_attrs(rendered.params))
+    source = ASTSource(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
     with knobs.runtime.scope():
         knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch)
         compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),

@@ -1,5 +1,6 @@
 """Run rendered kernels under the Triton interpreter (TRITON_INTERPRET=1) with the runtime's own launch plan
-and argument packing, on CPU tensors: how CI checks kernel logic without a GPU (SPEC section 8)."""
+and argument packing, on CPU tensors: how CI checks kernel logic without a GPU
+(docs/design.md#verifying-sm120-without-an-sm120)."""
 from __future__ import annotations
 
 import os
@@ -10,9 +11,9 @@ import torch
 
 from build_tools.compile import load_jit_function
 from build_tools.render import AutotunedBlocks, RenderedKernel, render_combine, render_split
-from build_tools.variant import Variant
+from sparse_mla_aot.contract import D_V, Variant
 from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
-from sparse_mla_aot.validation import D_V, check_arguments
+from sparse_mla_aot.validation import check_arguments
 
 
 def _itself(tensor: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from pathlib import Path
 from build_tools import paths
 from build_tools.render import write_atomic
 from build_tools.report import read_report
+from build_tools.variant import get_target
 from sparse_mla_aot.catalog import parse_table
 
 
@@ -25,32 +26,42 @@ def _check_table(table: dict, source: Path, shipped: set[str]) -> None:
 
 
 def stage(targets: list[str], dest: Path, package_version: str) -> dict:
-    """Copy everything the runtime reads into dest; returns the manifest (written last)."""
+    """Copy everything the runtime reads into dest; returns the manifest (written last). A target whose binaries
+    are another target's (sm121: sm120's) gets its own manifest entry and tables, and no copy of the binaries."""
     if dest.exists():
         shutil.rmtree(dest)
     manifest = {"package_version": package_version, "triton_version": importlib.metadata.version("triton"),
                 "targets": {}, "tables": []}
+    shipped = {}
+    for binaries in dict.fromkeys(get_target(t).binaries for t in targets):
+        artifacts, pruned = _stage_binaries(binaries, dest / binaries)
+        shipped[binaries] = set(artifacts)
+        manifest["targets"][binaries] = {"artifacts": artifacts, "pruned": pruned}
     for target in targets:
-        report = read_report(target)
-        artifacts = {}
-        (dest / target).mkdir(parents=True)
-        for record in report["artifacts"]:
-            if record["status"] == "shipped":
-                data = (paths.target_dir(target) / record["binary"]).read_bytes()
-                if hashlib.sha256(data).hexdigest() != record["sha256"]:
-                    raise RuntimeError(f"build/{target}/{record['binary']} does not match its record; rebuild")
-                (dest / target / record["binary"]).write_bytes(data)
-                artifacts[record["name"]] = {"binary": record["binary"], "sha256": record["sha256"]}
-            (dest / target / f"{record['name']}.json").write_text(json.dumps(record, indent=1))
-        shipped = set(artifacts)
+        entry = get_target(target).manifest_entry()
         (dest / "tables" / target).mkdir(parents=True)
         for source in sorted((paths.VARIANTS_DIR / target).glob("*.json")):
             table = json.loads(source.read_text())
-            _check_table(table, source, shipped)
+            _check_table(table, source, shipped[entry["binaries"]])
             shutil.copyfile(source, dest / "tables" / target / source.name)
             manifest["tables"].append(f"{target}/{source.name}")
-        manifest["targets"][target] = {"artifacts": artifacts,
-                                       "pruned": sorted(r["name"] for r in report["artifacts"]
-                                                        if r["status"] != "shipped")}
+        manifest["targets"][target] = {**entry, **manifest["targets"].get(target, {})}
     write_atomic(dest / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest
+
+
+def _stage_binaries(target: str, dest: Path) -> tuple[dict, list[str]]:
+    """A binary set's shipped binaries (checked against their records) and every record; returns the manifest's
+    artifacts {name: {binary, sha256}} and the pruned names."""
+    report = read_report(target)
+    artifacts = {}
+    dest.mkdir(parents=True)
+    for record in report["artifacts"]:
+        if record.status == "shipped":
+            data = (paths.target_dir(target) / record.binary).read_bytes()
+            if hashlib.sha256(data).hexdigest() != record.sha256:
+                raise RuntimeError(f"build/{target}/{record.binary} does not match its record; rebuild")
+            (dest / record.binary).write_bytes(data)
+            artifacts[record.name] = {"binary": record.binary, "sha256": record.sha256}
+        (dest / f"{record.name}.json").write_text(json.dumps(record.to_json(), indent=1))
+    return artifacts, sorted(r.name for r in report["artifacts"] if r.status != "shipped")

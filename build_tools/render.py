@@ -11,20 +11,21 @@ from pathlib import Path
 import jinja2
 import jinja2.meta
 
-from build_tools import kernels, paths
-from build_tools.variant import Variant
+from build_tools import paths
+from sparse_mla_aot.contract import COMBINE_NAME, COMBINE_PARAMS, D_V, LAYOUTS, MAX_SPLITS, SPLIT_PARAMS, Param, Variant
 
 SPLIT_TEMPLATE = "sparse_mla_split.py.j2"
 COMBINE_TEMPLATE = "sparse_mla_combine.py.j2"
+COMBINE_NUM_WARPS = 4
 DOT_DTYPES = {"bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
 
 @dataclass(frozen=True)
 class RenderedKernel:
-    name: str  # artifact name: the variant name, or "combine"
+    name: str  # artifact name: the variant name, or COMBINE_NAME
     kernel_name: str  # the @triton.jit function's name
     source: str
-    params: tuple[kernels.Param, ...]
+    params: tuple[Param, ...]
 
 
 def _environment() -> jinja2.Environment:
@@ -98,19 +99,19 @@ class AutotunedBlocks:
 
 def kernel_name(artifact: str) -> str:
     """The @triton.jit function's name in an artifact's source."""
-    return "sparse_mla_combine" if artifact == kernels.COMBINE_NAME else f"sparse_mla_split_{artifact}"
+    return "sparse_mla_combine" if artifact == COMBINE_NAME else f"sparse_mla_split_{artifact}"
 
 
 def read_rendered(artifact: str, source_path: Path) -> RenderedKernel:
     """An artifact's source as the render step wrote it."""
-    params = kernels.COMBINE_PARAMS if artifact == kernels.COMBINE_NAME else kernels.SPLIT_PARAMS
+    params = COMBINE_PARAMS if artifact == COMBINE_NAME else SPLIT_PARAMS
     return RenderedKernel(artifact, kernel_name(artifact), source_path.read_text(), params)
 
 
 def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16") -> RenderedKernel:
     """bfloat16 dot operands for compiled variants; float32 for the interpreter (its bf16 tl.dot is broken).
     An AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as trailing constexpr parameters."""
-    params = [p.name for p in kernels.SPLIT_PARAMS]
+    params = [p.name for p in SPLIT_PARAMS]
     if isinstance(variant, AutotunedBlocks):
         params += [f"{variant.block_h}: tl.constexpr", f"{variant.block_t}: tl.constexpr"]
     source = _environment().get_template(SPLIT_TEMPLATE).render(
@@ -120,22 +121,23 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
         dot_dtype=_dot_dtype(dot_dtype),
         kernel_name=kernel_name(variant.name),
         params=params,
-        d_qk=kernels.D_QK[variant.kv_format],
-        layout=kernels.LAYOUTS[variant.kv_format],
+        d_qk=LAYOUTS[variant.kv_format].d_qk,
+        layout=LAYOUTS[variant.kv_format],
     )
-    return RenderedKernel(variant.name, kernel_name(variant.name), source, kernels.SPLIT_PARAMS)
+    return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
 
 
 def render_combine() -> RenderedKernel:
     source = _environment().get_template(COMBINE_TEMPLATE).render(
         template=COMBINE_TEMPLATE,
         template_hash=template_hash(COMBINE_TEMPLATE),
-        kernel_name=kernel_name(kernels.COMBINE_NAME),
-        params=[p.name for p in kernels.COMBINE_PARAMS],
-        max_splits=kernels.MAX_SPLITS,
-        num_warps=kernels.COMBINE_NUM_WARPS,
+        kernel_name=kernel_name(COMBINE_NAME),
+        params=[p.name for p in COMBINE_PARAMS],
+        max_splits=MAX_SPLITS,
+        d_v=D_V,
+        num_warps=COMBINE_NUM_WARPS,
     )
-    return RenderedKernel(kernels.COMBINE_NAME, kernel_name(kernels.COMBINE_NAME), source, kernels.COMBINE_PARAMS)
+    return RenderedKernel(COMBINE_NAME, kernel_name(COMBINE_NAME), source, COMBINE_PARAMS)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

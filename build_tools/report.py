@@ -8,35 +8,35 @@ from pathlib import Path
 from build_tools import paths
 from build_tools.render import write_atomic
 from build_tools.variant import Target
+from sparse_mla_aot.contract import ArtifactRecord
 
 COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "mma", "reason / warnings")
 
 
-def _row(record: dict) -> tuple[str, ...]:
-    res = record.get("resources") or {}
-    spill = res.get("stack_bytes", 0) + res.get("local_bytes", 0) if res else ""
-    notes = record.get("reason") or "; ".join(record.get("warnings") or [])
+def _row(record: ArtifactRecord) -> tuple[str, ...]:
+    res = record.resources
     return (
-        record["name"], record["status"],
-        f"{res['total_shared_bytes']:,}" if res else "-",
-        str(res.get("registers", "-")), str(spill) if res else "-",
-        ",".join(record.get("mma_instructions") or []) or "-",
-        notes,
+        record.name, record.status,
+        f"{res.total_shared_bytes:,}" if res else "-",
+        str(res.registers) if res else "-",
+        str(res.stack_bytes + res.local_bytes) if res else "-",
+        ",".join(res.mma_instructions) if res and res.mma_instructions else "-",
+        record.reason or "; ".join(record.warnings),
     )
 
 
-def counts(records: list[dict]) -> dict:
+def counts(records: list[ArtifactRecord]) -> dict:
     """Shipped / pruned split kernels per kv_format."""
     result: dict[str, dict[str, int]] = {}
     for record in records:
-        if record["kind"] != "split":
+        if record.variant is None:
             continue
-        entry = result.setdefault(record["variant"]["kv_format"], {"shipped": 0, "pruned": 0})
-        entry[record["status"]] += 1
+        entry = result.setdefault(record.variant.kv_format, {"shipped": 0, "pruned": 0})
+        entry[record.status] += 1
     return result
 
 
-def format_table(records: list[dict]) -> str:
+def format_table(records: list[ArtifactRecord]) -> str:
     rows = [COLUMNS, *(_row(r) for r in records)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
@@ -44,12 +44,12 @@ def format_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def compile_seconds(records: list[dict]) -> float:
+def compile_seconds(records: list[ArtifactRecord]) -> float:
     """The artifacts' compile times added up (they ran in parallel, so more than the build's wall time)."""
-    return round(sum(r["compile_seconds"] for r in records), 1)
+    return round(sum(r.compile_seconds for r in records), 1)
 
 
-def markdown(target: Target, records: list[dict]) -> str:
+def markdown(target: Target, records: list[ArtifactRecord]) -> str:
     lines = [f"# Build report: {target.name}", "",
              f"Triton target cuda {target.triton_arch}, {target.cubin_arch}, ships {target.binary}; "
              f"shared-memory limit {target.max_shared_bytes:,} B/block. Compile time, summed over artifacts: "
@@ -61,7 +61,8 @@ def markdown(target: Target, records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(target: Target, records: list[dict], out_dir: Path) -> dict:
+def write_report(target: Target, records: list[ArtifactRecord], out_dir: Path) -> dict:
+    """report.json (the records as JSON) and report.md; returns the report with the records as they are."""
     report = {
         "target": target.name,
         "triton_arch": target.triton_arch,
@@ -72,11 +73,15 @@ def write_report(target: Target, records: list[dict], out_dir: Path) -> dict:
         "counts": counts(records),
         "artifacts": records,
     }
-    write_atomic(out_dir / "report.json", json.dumps(report, indent=1).encode())
+    on_disk = {**report, "artifacts": [r.to_json() for r in records]}
+    write_atomic(out_dir / "report.json", json.dumps(on_disk, indent=1).encode())
     write_atomic(out_dir / "report.md", markdown(target, records).encode())
     return report
 
 
 def read_report(target: str) -> dict:
-    """build/<target>/report.json, as write_report left it (the input of tables and package)."""
-    return json.loads((paths.target_dir(target) / "report.json").read_text())
+    """build/<target>/report.json, as write_report returned it (the input of tables and package)."""
+    path = paths.target_dir(target) / "report.json"
+    report = json.loads(path.read_text())
+    return {**report, "artifacts": [ArtifactRecord.from_json(raw, f"{path}, artifact {i}")
+                                    for i, raw in enumerate(report["artifacts"])]}

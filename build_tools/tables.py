@@ -1,22 +1,20 @@
-"""Heuristic dispatch tables (SPEC section 6) until a GPU host tunes them: one JSON per
+"""Heuristic dispatch tables (docs/design.md#dispatch) until a GPU host tunes them: one JSON per
 (target, kv_format, h_q) in variants/<target>/, each carrying its rule in its provenance."""
 from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
-from build_tools import kernels, paths
+from build_tools import paths
 from build_tools.measurements import read_rows, table_rows
 from build_tools.render import write_if_different
 from build_tools.report import read_report
+from build_tools.variant import get_target
+from sparse_mla_aot.contract import KV_FORMATS, MAX_SPLITS, SUPPORTED_H_Q, ArtifactRecord, parse_table_stem, table_stem
 
-SUPPORTED_H_Q = (8, 16, 32, 64, 128)
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128)
 MIN_BLOCK_H = 16
-# Multiprocessors the split count aims to fill (the smallest common part per target).
-SM_COUNT = {"sm120": 170, "sm121": 48, "sm90": 132, "sm89-proxy": 132}
 # The mma.sync targets: one SM design (sm89-proxy stands in for it on the H200), so one variant family.
 MMA_SYNC_TARGETS = ("sm120", "sm121", "sm89-proxy")
 PROXY_TARGET = "sm89-proxy"
@@ -31,19 +29,20 @@ RULE = ("heuristic: {family}; block_h 16 while bound * ceil(h_q/16) < {sms} mult
         "parallelism a small batch has), above that the largest shipped block_h <= min(h_q, {max_block_h}) (each "
         "token is gathered once per head block); num_splits the smallest power of two with bound * "
         "ceil(h_q/block_h) * num_splits >= {sms}, at most 64; the open last row as the last bound. ")
+# "The sm120 prototype": the earlier JIT-autotuned kernel measured on an sm120 (docs/design.md#the-sm120-prototype).
 WHY = {
-    "sm90": ("Family: the field report's sm120 winner (block_t 16, 4 warps: 8 warps lost at every concurrency). "
+    "sm90": ("Family: the sm120 prototype's winner (block_t 16, 4 warps: 8 warps lost at every concurrency). "
              "Measured behind the block_h rule (H200, this template): model1 h64 was fastest with block_h 16 at "
              "<= 4 rows and block_h 64 at >= 48 rows; v32 h128 at 128 rows took 1,270 us with block_h 64 and "
              "2,354 us with 16."),
     "mma.sync": (
         "Family from the sm89-proxy sweep (2026-12-02, H200, the 27 two-stage variants x split counts x 11 batch "
-        "sizes; bench/tune/sm89-proxy_{v32_h128,model1_h64}.csv) with the field report's sm120 facts: model1 "
+        "sizes; bench/tune/sm89-proxy_{v32_h128,model1_h64}.csv) with the sm120 prototype's facts: model1 "
         "block_t 32 with 4 warps was within 3% of the fastest point at every batch size, block_t 16 with 4 warps "
-        "(the previous family) 1.01-1.49x slower, block_h 64 never won, and 4 warps is the field report's sm120 "
+        "(the previous family) 1.01-1.49x slower, block_h 64 never won, and 4 warps is the sm120 prototype's "
         "winner; v32 block_t 64 with 8 warps was fastest at every batch size, the best 4-warp point 1.03-1.17x "
         "slower and block_t 16 with 4 warps 1.37-1.69x slower. That 8-warp result is at block_t 64; at block_t 16 "
-        "4 warps beat 8 on the proxy as on the field report's sm120 (bench/logs/ab_warps_sm89-proxy.txt). The "
+        "4 warps beat 8 on the proxy as on the sm120 prototype (bench/logs/ab_warps_sm89-proxy.txt). The "
         "proxy runs on H200 multiprocessors (228 KB shared memory, 4.8 TB/s), so its times rank variants, they "
         "do not predict sm120's; `tune` on an sm120 replaces these tables."),
 }
@@ -54,21 +53,21 @@ def _group(target: str) -> str:
 
 
 def table_path(target: str, kv_format: str, h_q: int) -> Path:
-    return paths.VARIANTS_DIR / target / f"{kv_format}_h{h_q}.json"
+    return paths.VARIANTS_DIR / target / f"{table_stem(kv_format, h_q)}.json"
 
 
 def _family(target: str, kv_format: str) -> dict:
     return FAMILIES[(_group(target), kv_format)]
 
 
-def _preferred(records: dict[str, dict], target: str, kv_format: str) -> dict[int, dict]:
+def _preferred(records: dict[str, ArtifactRecord], target: str, kv_format: str) -> dict[int, ArtifactRecord]:
     """block_h -> the shipped record of the target's family, up to the family's largest block_h."""
     family = _family(target, kv_format)
     fields = {k: family[k] for k in ("block_t", "num_warps", "num_stages")}
-    found = {r["variant"]["block_h"]: r for r in records.values()
-             if r["status"] == "shipped" and r.get("variant") and r["variant"]["kv_format"] == kv_format
-             and r["variant"]["block_h"] <= family["max_block_h"]
-             and all(r["variant"][k] == value for k, value in fields.items())}
+    found = {r.variant.block_h: r for r in records.values()
+             if r.status == "shipped" and r.variant and r.variant.kv_format == kv_format
+             and r.variant.block_h <= family["max_block_h"]
+             and all(getattr(r.variant, k) == value for k, value in fields.items())}
     if MIN_BLOCK_H not in found:
         raise ValueError(f"no shipped {kv_format} variant with block_h {MIN_BLOCK_H} and {fields}; "
                          f"build the target first")
@@ -77,23 +76,23 @@ def _preferred(records: dict[str, dict], target: str, kv_format: str) -> dict[in
 
 def _splits(rows: int, head_blocks: int, sms: int) -> int:
     splits = 1
-    while rows * head_blocks * splits < sms and splits < kernels.MAX_SPLITS:
+    while rows * head_blocks * splits < sms and splits < MAX_SPLITS:
         splits *= 2
     return splits
 
 
-def _row(preferred: dict[int, dict], h_q: int, bound: int, sms: int) -> dict:
+def _row(preferred: dict[int, ArtifactRecord], h_q: int, bound: int, sms: int) -> dict:
     if bound * -(-h_q // MIN_BLOCK_H) < sms:
         block_h = MIN_BLOCK_H
     else:
         block_h = max(bh for bh in preferred if bh <= max(h_q, MIN_BLOCK_H))
-    return {"max_batch_rows": bound, "variant": preferred[block_h]["name"],
+    return {"max_batch_rows": bound, "variant": preferred[block_h].name,
             "num_splits": _splits(bound, -(-h_q // block_h), sms)}
 
 
-def heuristic_table(target: str, records: dict[str, dict], kv_format: str, h_q: int) -> dict:
+def heuristic_table(target: str, records: dict[str, ArtifactRecord], kv_format: str, h_q: int) -> dict:
     preferred = _preferred(records, target, kv_format)
-    sms = SM_COUNT[target]
+    sms = get_target(target).sm_count
     rows = [_row(preferred, h_q, bound, sms) for bound in BATCH_BOUNDS]
     rows.append({**rows[-1], "max_batch_rows": None})
     family = _family(target, kv_format)
@@ -109,8 +108,9 @@ def _kind(path: Path) -> str | None:
     return json.loads(path.read_text())["provenance"]["kind"] if path.exists() else None
 
 
-def _records(target: str) -> dict[str, dict]:
-    return {r["name"]: r for r in read_report(target)["artifacts"]}
+def _records(target: str) -> dict[str, ArtifactRecord]:
+    """The records of the binaries the target runs (sm121: sm120's build)."""
+    return {r.name: r for r in read_report(get_target(target).binaries)["artifacts"]}
 
 
 def write_heuristic_tables(target: str) -> list[Path]:
@@ -118,7 +118,7 @@ def write_heuristic_tables(target: str) -> list[Path]:
     files whose content changes."""
     records = _records(target)
     written = []
-    for kv_format in ("v32", "model1"):
+    for kv_format in KV_FORMATS:
         for h_q in SUPPORTED_H_Q:
             path = table_path(target, kv_format, h_q)
             if _kind(path) in ("tuned", "proxy-derived"):
@@ -136,22 +136,23 @@ DERIVED_RULE = (
     "bytes), then the fastest. The proxy's SM is not sm120's (the cubins differ: ptxas may give the same variant "
     "fewer registers and more spills for sm_120a than for sm_89), so a variant that spills on {target} is kept "
     "only where nothing near it spills less. Split counts scaled by multiprocessors ({sms} / {proxy_sms}), to the "
-    "nearest power of two. The first check on a real {target}: `python -m build_tools ab --a table --b <spec>`, "
+    "nearest power of two. The first check on a real {target}: `python -m tuning ab --a table --b <spec>`, "
     "then `tune`, which replaces this table.")
 
 
 def _scaled_splits(num_splits: int, target: str) -> int:
-    scaled = num_splits * SM_COUNT[target] / SM_COUNT[PROXY_TARGET]
-    return max(1, min(kernels.MAX_SPLITS, 2 ** round(math.log2(scaled))))
+    scaled = num_splits * get_target(target).sm_count / get_target(PROXY_TARGET).sm_count
+    return max(1, min(MAX_SPLITS, 2 ** round(math.log2(scaled))))
 
 
-def proxy_derived_table(target: str, records: dict[str, dict], proxy_rows: list[dict], kv_format: str, h_q: int,
-                        source: dict) -> dict:
-    """An mma.sync target's table from an sm89-proxy sweep of the same shape (SPEC section 8: no sm120 GPU here)."""
+def proxy_derived_table(target: str, records: dict[str, ArtifactRecord], proxy_rows: list[dict], kv_format: str,
+                        h_q: int, source: dict) -> dict:
+    """An mma.sync target's table from an sm89-proxy sweep of the same shape (no sm120 GPU here:
+    docs/design.md#verifying-sm120-without-an-sm120)."""
     if _group(target) != "mma.sync" or target == PROXY_TARGET:
         raise ValueError(f"proxy-derived tables are for {[t for t in MMA_SYNC_TARGETS if t != PROXY_TARGET]}; "
                          f"got {target!r}")
-    shipped = {n for n, r in records.items() if r["status"] == "shipped"}
+    shipped = {n for n, r in records.items() if r.status == "shipped"}
     full = [r for r in proxy_rows if r["stage"] == "full" and r["variant"] in shipped]
     if not full:
         raise ValueError(f"the proxy sweep of {kv_format} h_q {h_q} has no full measurement of a variant shipped "
@@ -161,10 +162,10 @@ def proxy_derived_table(target: str, records: dict[str, dict], proxy_rows: list[
         points = [r for r in full if int(r["batch_rows"]) == batch]
         fastest = min(float(r["median_us"]) for r in points)
         near = [r for r in points if float(r["median_us"]) <= NEAR_TIE * fastest]
-        pick = min(near, key=lambda r: (records[r["variant"]]["resources"]["stack_bytes"], float(r["median_us"])))
+        pick = min(near, key=lambda r: (records[r["variant"]].resources.stack_bytes, float(r["median_us"])))
         chosen[batch] = dict(pick, num_splits=_scaled_splits(int(pick["num_splits"]), target))
-    rule = DERIVED_RULE.format(target=target, near=NEAR_TIE - 1, sms=SM_COUNT[target],
-                               proxy_sms=SM_COUNT[PROXY_TARGET])
+    rule = DERIVED_RULE.format(target=target, near=NEAR_TIE - 1, sms=get_target(target).sm_count,
+                               proxy_sms=get_target(PROXY_TARGET).sm_count)
     return {"target": target, "kv_format": kv_format, "h_q": h_q,
             "provenance": {"kind": "proxy-derived", "rule": rule, "why_not_the_heuristic": WHY["mma.sync"],
                            "proxy_sweep": source,
@@ -176,11 +177,11 @@ def write_proxy_derived_tables(target: str, sweep_dir: Path) -> list[Path]:
     """One table per sm89-proxy sweep CSV in sweep_dir (`tune --target sm89-proxy` writes them); tuned tables stay."""
     records = _records(target)
     written = []
-    for csv_path in sorted(sweep_dir.glob(f"{PROXY_TARGET}_*_h*.csv")):
-        match = re.fullmatch(rf"{PROXY_TARGET}_(v32|model1)_h(\d+)\.csv", csv_path.name)
-        if not match:
-            continue
-        kv_format, h_q = match.group(1), int(match.group(2))
+    for csv_path in sorted(sweep_dir.glob(f"{PROXY_TARGET}_*.csv")):
+        try:
+            kv_format, h_q = parse_table_stem(csv_path.stem.removeprefix(f"{PROXY_TARGET}_"))
+        except ValueError:
+            continue  # not a sweep of a table's shape
         path = table_path(target, kv_format, h_q)
         if _kind(path) == "tuned":
             continue

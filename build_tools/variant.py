@@ -1,50 +1,16 @@
 """The declared variant space (variants/grid.toml), the targets (variants/targets.toml) and the one
-pre-compile validity rule. After compiling, select.py decides from measured resources."""
+pre-compile validity rule. After compiling, selection.py decides from measured resources."""
 from __future__ import annotations
 
 import itertools
-import re
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from build_tools import paths
+from sparse_mla_aot.contract import KV_FORMATS, TOKEN_GRANULE, VARIANT_FIELDS, Variant
 
-KV_FORMATS = ("v32", "model1")
-# topk and the extra set's topk are multiples of 64, so a tile of block_t | 64 never straddles a set boundary.
-TOKEN_GRANULE = 64
 MIN_MMA_ROWS = 16
-
-
-@dataclass(frozen=True, order=True)
-class Variant:
-    """One specialization of the split kernel; every field is baked into its rendered source."""
-
-    kv_format: str
-    block_h: int
-    block_t: int
-    num_warps: int
-    num_stages: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.kv_format}_bh{self.block_h}_bt{self.block_t}_w{self.num_warps}_s{self.num_stages}"
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-VARIANT_NAME = re.compile(r"(?P<kv_format>[a-z0-9]+)_bh(?P<block_h>\d+)_bt(?P<block_t>\d+)_w(?P<num_warps>\d+)"
-                          r"_s(?P<num_stages>\d+)")
-
-
-def variant_from_name(name: str) -> Variant:
-    """The inverse of Variant.name (a build edge names its artifact, nothing else)."""
-    match = VARIANT_NAME.fullmatch(name)
-    if match is None:
-        raise ValueError(f"{name!r} is not a variant name; expected e.g. v32_bh16_bt64_w8_s2")
-    fields = match.groupdict()
-    return Variant(fields.pop("kv_format"), **{key: int(value) for key, value in fields.items()})
 
 
 @dataclass(frozen=True)
@@ -55,8 +21,16 @@ class Target:
     max_shared_bytes: int
     binary: str  # "cubin" or "ptx"
     default: bool
+    sm_count: int  # multiprocessors of the smallest part of this target: what a split count aims to fill
+    capability: tuple[int, int] | None  # the compute capability that selects it; None: only by SPARSE_MLA_AOT_TARGET
     note: str
     binaries: str  # the target whose build holds this target's binaries: itself, or one whose cubins run here
+
+    def manifest_entry(self) -> dict:
+        """What the wheel's manifest says of the target, for the runtime to pick it by capability and find its
+        binaries."""
+        return {"capability": list(self.capability) if self.capability else None, "sm_count": self.sm_count,
+                "binaries": self.binaries}
 
 
 # What a target with `binaries = "<other>"` takes from the other target instead of restating it.
@@ -81,7 +55,8 @@ def _target(name: str, raw: dict, path: Path) -> Target:
             raise ValueError(f"{path}: [{name}] takes {restated} from [{source}] (binaries = {source!r}); "
                              "remove them")
         fields.update({key: raw[source][key] for key in BINARY_FIELDS})
-    return Target(name=name, **fields)
+    capability = fields.pop("capability", None)
+    return Target(name=name, capability=tuple(capability) if capability else None, **fields)
 
 
 def get_target(name: str) -> Target:
@@ -95,11 +70,10 @@ def load_grid(path: Path | None = None) -> list[Variant]:
     """Every combination of the grid's axes, in a stable order."""
     with open(path or paths.GRID_FILE, "rb") as f:
         axes = tomllib.load(f)["axes"]
-    fields = ("kv_format", "block_h", "block_t", "num_warps", "num_stages")
-    missing = [name for name in fields if name not in axes]
+    missing = [name for name in VARIANT_FIELDS if name not in axes]
     if missing:
-        raise ValueError(f"grid {path or paths.GRID_FILE} lacks axes {missing}; expected all of {list(fields)}")
-    return [Variant(*combo) for combo in itertools.product(*(axes[name] for name in fields))]
+        raise ValueError(f"grid {path or paths.GRID_FILE} lacks axes {missing}; expected all of {list(VARIANT_FIELDS)}")
+    return [Variant(*combo) for combo in itertools.product(*(axes[name] for name in VARIANT_FIELDS))]
 
 
 def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:

@@ -1,7 +1,8 @@
-"""The build pipeline on a reduced sm120 grid that holds the field report's case (block_h 32, block_t 32,
-8 warps, 2 stages) and its neighbours: cross-compiled without a GPU, inspected, pruned with the figure; and the
-ninja graph that drives it: a no-op compiles nothing, a grid or template change compiles what it changes, an
-interrupted build leaves only complete records and resumes."""
+"""The build pipeline on a reduced sm120 grid that holds the sm120 prototype's case (block_h 32, block_t 32,
+8 warps, 2 stages; docs/design.md#the-sm120-prototype) and its neighbours: cross-compiled without a GPU, inspected,
+pruned with the figure, packaged and read back by the runtime's Catalog; and the ninja graph that drives it: a
+no-op compiles nothing, a grid or template change compiles what it changes, an interrupted build leaves only
+complete records and resumes."""
 import io
 import json
 import os
@@ -14,11 +15,17 @@ import time
 
 import pytest
 
-from build_tools import paths
+from build_tools import artifact, paths
 from build_tools.build import build_target
-from build_tools.inspect import CubinInspection, cuobjdump_path
-from build_tools.select import decide
+from build_tools.cubin_inspect import CubinInspection, cuobjdump_path
+from build_tools.package import stage
+from build_tools.report import read_report
+from build_tools.selection import decide
 from build_tools.variant import get_target, load_grid, load_targets
+from sparse_mla_aot import plan
+from sparse_mla_aot.catalog import Catalog
+from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord
+from sparse_mla_aot.dispatch import explain
 
 GRID = """
 [axes]
@@ -46,50 +53,50 @@ def sm120_build(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(paths.BUILD_DIR_ENV, str(root / "out"))
         report, compiled = _build(grid)
-        assert compiled == {"combine", *(v.name for v in load_grid(grid))}
+        assert compiled == set(artifact.names(load_grid(grid)))
         yield root, grid, report, mp
 
 
 def test_report_prunes_everything_over_the_limit_with_its_figure(sm120_build):
-    _, _, report, _ = sm120_build
+    _, grid, report, _ = sm120_build
     limit = get_target("sm120").max_shared_bytes
-    splits = [r for r in report["artifacts"] if r["kind"] == "split"]
-    assert len(splits) == 4
+    splits = [r for r in report["artifacts"] if r.kind == "split"]
+    assert [r.variant for r in splits] == load_grid(grid)
     for record in splits:
-        shared = record["resources"]["total_shared_bytes"]
+        shared = record.resources.total_shared_bytes
         if shared > limit:
-            assert record["status"] == "pruned"
-            assert f"{shared:,} B shared memory > {limit:,} B" in record["reason"]
+            assert record.status == "pruned"
+            assert f"{shared:,} B shared memory > {limit:,} B" in record.reason
         else:
-            assert record["status"] == "shipped", record["reason"]
-    # The field report's case (107 KB in a prototype, silently pruned by autotune): here it is reported either
-    # way, with its own figure, in the table a person reads.
-    field_case = next(r for r in splits if r["name"] == "v32_bh32_bt32_w8_s2")
-    figure = f"{field_case['resources']['total_shared_bytes']:,}"
+            assert record.status == "shipped", record.reason
+    # The sm120 prototype's case (107 KB there, silently pruned by autotune): here it is reported either way, with
+    # its own figure, in the table a person reads.
+    field_case = next(r for r in splits if r.name == "v32_bh32_bt32_w8_s2")
+    figure = f"{field_case.resources.total_shared_bytes:,}"
     md = (paths.target_dir("sm120") / "report.md").read_text()
-    assert any(line.startswith(f"| v32_bh32_bt32_w8_s2 | {field_case['status']} | {figure} |")
+    assert any(line.startswith(f"| v32_bh32_bt32_w8_s2 | {field_case.status} | {figure} |")
                for line in md.splitlines())
 
 
-def _inspection(**overrides):
+def _resources(dynamic_shared, **overrides):
     fields = dict(elf_arch="sm_120f", registers=128, stack_bytes=0, shared_static_bytes=0, local_bytes=0,
                   mma_instructions=("HMMA.16816.F32.BF16",))
-    return CubinInspection(**{**fields, **overrides})
+    return CubinInspection(**{**fields, **overrides}).resources(dynamic_shared)
 
 
 def test_decide_prunes_over_the_limit_and_warns_on_spills():
     sm120 = get_target("sm120")
-    over = decide(sm120, 107_392, _inspection())
+    over = decide(sm120, _resources(107_392))
     assert over.status == "pruned" and over.reason == "107,392 B shared memory > 101,376 B"
-    assert decide(sm120, 101_376, _inspection()).status == "shipped"
-    static = decide(sm120, 101_000, _inspection(shared_static_bytes=1024))
+    assert decide(sm120, _resources(101_376)).status == "shipped"
+    static = decide(sm120, _resources(101_000, shared_static_bytes=1024))
     assert static.status == "pruned" and "102,024 B" in static.reason
-    spills = decide(sm120, 50_000, _inspection(stack_bytes=128))
+    spills = decide(sm120, _resources(50_000, stack_bytes=128))
     assert spills.status == "shipped" and "spills: 128 B stack" in spills.warnings[0]
     for wrong in ("sm_90a", "sm_120a"):  # sm_120a would not load on a 12.1 device
-        decision = decide(sm120, 50_000, _inspection(elf_arch=wrong))
+        decision = decide(sm120, _resources(50_000, elf_arch=wrong))
         assert decision.status == "pruned" and f"cubin is {wrong}, target needs sm_120f" in decision.reason
-    assert "no tensor-core" in decide(sm120, 1_000, _inspection(mma_instructions=())).warnings[0]
+    assert "no tensor-core" in decide(sm120, _resources(1_000, mma_instructions=())).warnings[0]
 
 
 def test_sm121_runs_sm120s_family_binaries():
@@ -101,20 +108,23 @@ def test_sm121_runs_sm120s_family_binaries():
 
 def test_shipped_sm120_binaries_are_sm_120f_elves_without_debug_sections(sm120_build):
     _, _, report, _ = sm120_build
-    shipped = [r for r in report["artifacts"] if r["status"] == "shipped"]
+    shipped = [r for r in report["artifacts"] if r.status == "shipped"]
     assert shipped
     for record in shipped:
-        path = paths.target_dir("sm120") / record["binary"]
+        path = paths.target_dir("sm120") / record.binary
         assert path.read_bytes()[:4] == b"\x7fELF"
         elf = subprocess.run([str(cuobjdump_path()), "--dump-elf", str(path)], capture_output=True,
                              text=True, check=True).stdout
-        assert "-arch sm_120f" in elf and record["resources"]["elf_arch"] == "sm_120f"
+        assert "-arch sm_120f" in elf and record.resources.elf_arch == "sm_120f"
         # -lineinfo without -suppress-debug-info embeds the PTX twice and the build directory's path
         assert ".nv_debug_ptx_txt" not in elf and str(paths.build_dir()) not in elf
-        if record["kind"] == "split":
-            assert any(m.startswith("HMMA") for m in record["mma_instructions"])
-        names = [p["name"] for p in record["params"]]
-        assert names[-2:] == ["global_scratch", "profile_scratch"]
+        if record.kind == "split":
+            assert any(m.startswith("HMMA") for m in record.resources.mma_instructions)
+        assert [p.name for p in record.params][-2:] == ["global_scratch", "profile_scratch"]
+
+
+def _record(name):
+    return ArtifactRecord.from_json(json.loads((paths.target_dir("sm120") / f"{name}.json").read_text()))
 
 
 def _record_mtimes():
@@ -128,7 +138,7 @@ def test_second_build_compiles_nothing(sm120_build):
     second, compiled = _build(grid)
     assert compiled == set()
     assert _record_mtimes() == before
-    assert [r["sha256"] for r in second["artifacts"]] == [r["sha256"] for r in first["artifacts"]]
+    assert [r.sha256 for r in second["artifacts"]] == [r.sha256 for r in first["artifacts"]]
 
 
 def test_ninja_by_hand_finds_nothing_to_do(sm120_build):
@@ -150,12 +160,11 @@ def test_a_grid_with_more_variants_compiles_only_those(sm120_build):
 
 def test_a_tampered_binary_is_compiled_again(sm120_build):
     _, grid, _, _ = sm120_build
-    victim = paths.target_dir("sm120") / "combine.cubin"
+    victim = paths.target_dir("sm120") / f"{COMBINE_NAME}.cubin"
     victim.write_bytes(b"garbage")
     _, compiled = _build(grid, jobs=1)
-    assert compiled == {"combine"}
-    record = json.loads((paths.target_dir("sm120") / "combine.json").read_text())
-    assert victim.read_bytes()[:4] == b"\x7fELF" and record["status"] == "shipped"
+    assert compiled == {COMBINE_NAME}
+    assert victim.read_bytes()[:4] == b"\x7fELF" and _record(COMBINE_NAME).status == "shipped"
 
 
 def test_a_template_edit_compiles_what_it_renders(sm120_build, tmp_path):
@@ -166,7 +175,7 @@ def test_a_template_edit_compiles_what_it_renders(sm120_build, tmp_path):
         assert _build(grid)[1] == set()  # the same templates elsewhere: same sources, nothing to compile
         combine = tmp_path / "templates" / "sparse_mla_combine.py.j2"
         combine.write_text(combine.read_text() + "# one more line\n")
-        assert _build(grid)[1] == {"combine"}
+        assert _build(grid)[1] == {COMBINE_NAME}
         chunks = tmp_path / "templates" / "kv_chunks.j2"  # imported by the split template only
         chunks.write_text(chunks.read_text() + "{# one more line #}\n")
         assert _build(grid)[1] == {v.name for v in load_grid(grid)}
@@ -176,11 +185,9 @@ def test_a_template_edit_compiles_what_it_renders(sm120_build, tmp_path):
 
 def test_records_name_their_ptxas_and_another_toolchain_recompiles_everything(sm120_build):
     """Another Triton or ptxas (TRITON_PTXAS_BLACKWELL_PATH) changes toolchain.json, an input of every compile."""
-    from build_tools import artifact
-
-    record = json.loads((paths.target_dir("sm120") / "combine.json").read_text())
-    assert record["ptxas_version"] == artifact.ptxas_version(120)
-    assert [int(part) for part in record["ptxas_version"].split(".")] >= [12, 9]  # sm_120f needs CUDA 12.9+
+    record = _record(COMBINE_NAME)
+    assert record.ptxas_version == artifact.ptxas_version(120)
+    assert [int(part) for part in record.ptxas_version.split(".")] >= [12, 9]  # sm_120f needs CUDA 12.9+
     toolchain = json.loads((paths.target_dir("sm120") / "toolchain.json").read_text())
     assert toolchain == artifact.toolchain(get_target("sm120"))
     graph = (paths.target_dir("sm120") / "build.ninja").read_text()
@@ -205,9 +212,57 @@ def test_an_interrupted_build_leaves_only_complete_records_and_resumes(tmp_path)
     assert build.returncode != 0
     finished = {p.stem for p in out_dir.glob("*.json")} - {"report", "toolchain"}
     assert finished and not (out_dir / "report.json").exists()
-    for name in finished:
-        record = json.loads((out_dir / f"{name}.json").read_text())
-        assert record["status"] in ("shipped", "pruned")
+    for name in finished:  # each parses as a whole record (half a JSON file would not)
+        assert ArtifactRecord.from_json(json.loads((out_dir / f"{name}.json").read_text())).name == name
     assert not list(out_dir.glob(".*.tmp"))
     resumed = subprocess.run(command, cwd=paths.ROOT, env=env, capture_output=True, text=True, check=True)
-    assert set(COMPILE_LINE.findall(resumed.stdout)) == {"combine", *(v.name for v in load_grid(grid))} - finished
+    assert set(COMPILE_LINE.findall(resumed.stdout)) == set(artifact.names(load_grid(grid))) - finished
+
+
+def test_a_built_artifact_is_packaged_and_read_back_through_the_runtime_catalog(sm120_build, tmp_path, monkeypatch):
+    """render -> compile -> record -> package.stage -> Catalog: the runtime reads what the build wrote; sm121 is
+    served from sm120's binaries, its own capability and its own tables."""
+    _, grid, report, _ = sm120_build
+    _build(grid)  # the tests above may have left another grid's report
+    shipped = next(r for r in report["artifacts"] if r.kind == "split" and r.status == "shipped")
+    monkeypatch.setattr(paths, "VARIANTS_DIR", tmp_path / "variants")
+    for target in ("sm120", "sm121"):
+        table = {"target": target, "kv_format": "v32", "h_q": 32, "provenance": {"kind": "heuristic", "rule": "test"},
+                 "rows": [{"max_batch_rows": None, "variant": shipped.name, "num_splits": 4}]}
+        (tmp_path / "variants" / target).mkdir(parents=True)
+        (tmp_path / "variants" / target / "v32_h32.json").write_text(json.dumps(table))
+    manifest = stage(["sm120", "sm121"], tmp_path / "kernels", "0.0.test")
+    assert manifest["targets"]["sm121"]["binaries"] == "sm120" and not (tmp_path / "kernels" / "sm121").exists()
+    catalog = Catalog(tmp_path / "kernels")
+    for target in ("sm120", "sm121"):
+        assert catalog.target_for_capability(get_target(target).capability) == target
+        assert catalog.records(target) == {r.name: r for r in read_report("sm120")["artifacts"]}
+        assert catalog.binary(target, shipped.name) == (paths.target_dir("sm120") / shipped.binary).read_bytes()
+        assert explain(1, 32, "v32", target=target, catalog=catalog).startswith(f"{shipped.name}, num_splits=4")
+    combine_source = (paths.target_dir("sm120") / catalog.records("sm120")[COMBINE_NAME].source).read_text()
+    assert f"splits = tl.arange(0, {plan.MAX_SPLITS})" in combine_source
+
+
+def test_only_triton_compile_errors_prune_anything_else_fails_the_build_naming_the_variant(tmp_path, monkeypatch):
+    from triton.compiler.errors import CompilationError
+
+    from build_tools import compile as compile_stage
+
+    target, variant = get_target("sm120"), load_grid()[0]
+    artifact.render_sources(target, [variant], tmp_path)
+
+    def compile_error(*args):
+        raise CompilationError("src", None, "no tl.dot for these shapes")
+
+    monkeypatch.setattr(compile_stage, "compile_kernel", compile_error)
+    record = artifact.compile_artifact(target, variant.name, tmp_path)
+    assert record.status == "pruned" and record.reason.startswith("compile error: CompilationError")
+    assert ArtifactRecord.from_json(json.loads((tmp_path / f"{variant.name}.json").read_text())) == record
+
+    def bug(*args):
+        raise KeyError("block_q")
+
+    monkeypatch.setattr(compile_stage, "compile_kernel", bug)
+    with pytest.raises(RuntimeError, match=rf"^building sm120/{re.escape(variant.name)} failed with KeyError: "
+                                           r"'block_q' \(not a Triton compile or resource error"):
+        artifact.compile_artifact(target, variant.name, tmp_path)

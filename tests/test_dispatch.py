@@ -1,5 +1,6 @@
-"""Dispatch (SPEC section 6) and the launch plan (section 7) against a small fake kernel directory laid out like
-the wheel's: manifest.json, sm90/<name>.json records with their binaries, tables/sm90/<kv_format>_h<h_q>.json."""
+"""Dispatch (docs/design.md#dispatch) and the launch plan (docs/design.md#runtime-rules) against a small fake kernel
+directory laid out like the wheel's: manifest.json, sm90/<name>.json records with their binaries,
+tables/sm90/<kv_format>_h<h_q>.json."""
 from __future__ import annotations
 
 import hashlib
@@ -12,12 +13,12 @@ import pytest
 
 from sparse_mla_aot import paths
 from sparse_mla_aot.catalog import Catalog, DispatchTable, TableRow, parse_table
-from sparse_mla_aot.dispatch import choose, explain, forced_choice, parse_force, variant_name
-from sparse_mla_aot.plan import (
-    COMBINE_ARG_NAMES, LOG2_E, MAX_SPLITS, SPLIT_ARG_NAMES, combine_arguments, make_plan, split_arguments,
-)
+from sparse_mla_aot.contract import COMBINE_ARG_NAMES, COMBINE_NAME, MAX_SPLITS, SPLIT_ARG_NAMES, Variant
+from sparse_mla_aot.dispatch import choose, explain, forced_choice, forcing, parse_force
+from sparse_mla_aot.plan import LOG2_E, combine_arguments, make_plan, split_arguments
 from sparse_mla_aot.reference import make_inputs
 from sparse_mla_aot.validation import check_arguments
+from tests.fakes import fake_record
 
 FORCE = paths.FORCE_ENV
 PRUNED_REASON = "107,520 B shared memory > 101,376 B"
@@ -27,7 +28,7 @@ VARIANTS = {
     ("v32", 16, 16, 4, 2): "shipped",
     ("v32", 16, 32, 4, 2): "shipped",
     ("v32", 16, 16, 8, 2): "shipped",
-    ("v32", 16, 32, 8, 2): "pruned",   # the field report's case
+    ("v32", 16, 32, 8, 2): "pruned",   # the sm120 prototype's case (docs/design.md#the-sm120-prototype)
     ("v32", 16, 32, 8, 3): "shipped",
     ("v32", 32, 16, 4, 2): "shipped",
     ("model1", 16, 32, 8, 2): "shipped",  # same axes, other family: never a v32 neighbour
@@ -40,40 +41,27 @@ TABLE_ROWS = [
 ]
 
 
-def _record(name: str, kind: str, status: str, variant: dict | None, shared: int) -> dict:
-    return {
-        "name": name, "kind": kind, "status": status,
-        "reason": PRUNED_REASON if status == "pruned" else None,
-        "variant": variant,
-        "resources": {"total_shared_bytes": shared, "registers": 128},
-        "params": [], "kernel_name": f"{name}_kernel",
-        "binary": f"{name}.cubin" if status == "shipped" else None,
-        "binary_format": "cubin", "num_warps": (variant or {}).get("num_warps", 4), "shared_bytes": shared,
-        "triton_version": "3.9.0",
-    }
-
-
 def write_kernel_dir(root: Path) -> Path:
     (root / "sm90").mkdir(parents=True)
     (root / "tables" / "sm90").mkdir(parents=True)
     artifacts, pruned = {}, []
-    records = [_record("combine", "combine", "shipped", None, 0)]
+    records = [fake_record(COMBINE_NAME, shared=0)]
     for (kv_format, bh, bt, w, s), status in VARIANTS.items():
-        variant = {"kv_format": kv_format, "block_h": bh, "block_t": bt, "num_warps": w, "num_stages": s}
         shared = 107_520 if status == "pruned" else 1000 * bh + 100 * bt + w + s
-        records.append(_record(variant_name(kv_format, bh, bt, w, s), "split", status, variant, shared))
+        records.append(fake_record(Variant(kv_format, bh, bt, w, s).name, status, shared=shared, num_warps=w,
+                                   num_stages=s, reason=PRUNED_REASON if status == "pruned" else None))
     for record in records:
-        name = record["name"]
-        if record["status"] == "shipped":
-            data = f"fake cubin of {name}".encode()
-            (root / "sm90" / record["binary"]).write_bytes(data)
-            artifacts[name] = {"binary": record["binary"], "sha256": hashlib.sha256(data).hexdigest()}
+        if record.status == "shipped":
+            data = f"fake cubin of {record.name}".encode()
+            (root / "sm90" / record.binary).write_bytes(data)
+            artifacts[record.name] = {"binary": record.binary, "sha256": hashlib.sha256(data).hexdigest()}
         else:
-            pruned.append(name)
-        (root / "sm90" / f"{name}.json").write_text(json.dumps(record))
-    # The layout package.py writes: "pruned" lists the records that have no binary (Catalog.records reads it).
+            pruned.append(record.name)
+        (root / "sm90" / f"{record.name}.json").write_text(json.dumps(record.to_json()))
+    # The layout package.py writes: "pruned" lists the records of what is not shipped (Catalog.records reads it).
     manifest = {"package_version": "0", "triton_version": "3.9.0",
-                "targets": {"sm90": {"artifacts": artifacts, "pruned": sorted(pruned)}},
+                "targets": {"sm90": {"capability": [9, 0], "sm_count": 132, "binaries": "sm90",
+                                     "artifacts": artifacts, "pruned": sorted(pruned)}},
                 "tables": ["sm90/v32_h16.json"]}
     (root / "manifest.json").write_text(json.dumps(manifest))
     table = {"target": "sm90", "kv_format": "v32", "h_q": 16,
@@ -260,6 +248,16 @@ def test_malformed_force_spec(catalog, monkeypatch, spec, message):
         choose(catalog, "sm90", "v32", 16, 1)
 
 
+def test_forcing_overrides_the_environment_in_its_context_only(catalog, monkeypatch):
+    monkeypatch.setenv(FORCE, "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=5")
+    with forcing("block_h=32,block_t=16,num_warps=4,num_stages=2,num_splits=3"):
+        choice = choose(catalog, "sm90", "v32", 16, 1)
+        assert (choice.variant, choice.num_splits, choice.table) == ("v32_bh32_bt16_w4_s2", 3, None)
+        with forcing(None):  # the table, although the environment forces
+            assert choose(catalog, "sm90", "v32", 16, 1).row == 0
+    assert choose(catalog, "sm90", "v32", 16, 1).variant == "v32_bh16_bt16_w8_s2"  # the environment again
+
+
 def test_parse_force_valid():
     assert parse_force("num_splits=16,block_h=16,block_t=16,num_warps=8,num_stages=2,") == {
         "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16}
@@ -305,6 +303,29 @@ def test_binary_refuses_a_record_from_another_triton(catalog):
         Catalog(catalog.root).binary("sm90", name)
 
 
+def test_a_target_without_capability_is_only_chosen_by_name(catalog, monkeypatch):
+    """sm89-proxy has no compute capability of its own (variants/targets.toml): SPARSE_MLA_AOT_TARGET selects it."""
+    path = catalog.root / paths.MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    manifest["targets"]["sm89-proxy"] = {"capability": None, "sm_count": 132, "binaries": "sm89-proxy",
+                                         "artifacts": {}, "pruned": []}
+    path.write_text(json.dumps(manifest))
+    fresh = Catalog(catalog.root)
+    with pytest.raises(RuntimeError, match=r"compute capability 8\.9; this wheel holds: sm90 \(compute capability "
+                                           r"9\.0\)$"):
+        fresh.target_for_capability((8, 9))
+    monkeypatch.setenv(paths.TARGET_ENV, "sm89-proxy")
+    assert fresh.target_for_capability((9, 0)) == "sm89-proxy"
+
+
+def test_a_record_that_breaks_the_schema_is_refused_naming_its_file(catalog):
+    path = catalog.root / "sm90" / "v32_bh16_bt16_w4_s2.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "shared_bytes": 8}))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: artifact record has unknown keys ['shared_bytes'] and "
+                                                   f"lacks keys []")):
+        Catalog(catalog.root).records("sm90")
+
+
 def test_target_for_capability(catalog):
     assert catalog.target_for_capability((9, 0)) == "sm90"
     assert catalog.targets == ["sm90"]
@@ -322,7 +343,7 @@ def test_missing_manifest(tmp_path):
 
 def test_records_and_shipped(catalog):
     records = catalog.records("sm90")
-    assert set(records) == {"combine", *(variant_name(*k) for k in VARIANTS)}
+    assert set(records) == {COMBINE_NAME, *(Variant(*k).name for k in VARIANTS)}
     assert set(catalog.shipped("sm90")) == set(records) - {"v32_bh16_bt32_w8_s2"}
 
 
@@ -349,8 +370,8 @@ def test_plan_grid(h_q, block_h):
     (128, 0, 32, 16, 4),
     (128, 64, 16, 16, 12),    # the extra set's tiles count too
     (128, 64, 64, 16, 3),
-    (2048, 0, 16, 100, 64),   # clamped to MAX_SPLITS
-    (2048, 0, 16, 64, 64),
+    (2048, 0, 16, 100, MAX_SPLITS),   # 128 tiles: clamped to MAX_SPLITS
+    (2048, 0, 16, MAX_SPLITS, MAX_SPLITS),
     (2048, 0, 16, 5, 5),      # below both: as asked
     (128, 0, 16, 0, 1),       # never below 1
     (64, 0, 128, 4, 1),       # fewer tokens than one tile: one split
@@ -358,7 +379,6 @@ def test_plan_grid(h_q, block_h):
 def test_plan_split_clamp(topk, extra_topk, block_t, requested, expected):
     call = decode_call(b=1, s_q=1, topk=topk, kv_format="model1", extra_topk=extra_topk)
     plan = make_plan(call, "v", 16, block_t, requested)
-    assert MAX_SPLITS == 64
     assert plan.num_splits == expected
     assert plan.split_grid == (1, 1, expected) and plan.partial_shape == (1, 16, expected)
 

@@ -1,9 +1,10 @@
-"""Kernel logic under the Triton interpreter (float32 dot operands; SPEC section 8) against the reference."""
+"""Kernel logic under the Triton interpreter (float32 dot operands; docs/design.md#verifying-sm120-without-an-sm120)
+against the reference."""
 import pytest
 import torch
 
 from build_tools.interpret import interpret_decode
-from build_tools.variant import Variant
+from sparse_mla_aot.contract import Variant
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
 CASES = {
@@ -15,12 +16,14 @@ CASES = {
     "mtp_s_q_2_page_61": dict(b=2, s_q=2, h_q=16, topk=64, page_size=61),
     "h_q_64": dict(b=1, s_q=1, h_q=64, topk=64),
 }
+# Fixed per layout, so a failure replays exactly (hash() of a str is salted per process).
+SEEDS = {"v32": 101, "model1": 202}
 
 
 def _inputs(kv_format, case):
     case = dict(case)
     inf_sink, invalid_row = case.pop("inf_sink", False), case.pop("invalid_row", False)
-    inputs = make_inputs(kv_format=kv_format, seed=hash(kv_format) % 1000, **case)
+    inputs = make_inputs(kv_format=kv_format, seed=SEEDS[kv_format], **case)
     if inf_sink:
         inputs["attn_sink"][0] = float("inf")
     if invalid_row:

@@ -6,8 +6,10 @@ that argument validation works without touching the CUDA driver and that the
 binary has no link-time dependency on libcuda.
 """
 
+import ctypes
 import importlib.machinery
 import importlib.util
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -17,6 +19,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "sparse_mla_aot" / "_launcher.c"
+
+
+def _has_driver() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+# What every driver call raises where libcuda.so.1 is absent (CI, the build host): checked to the letter there.
+NO_DRIVER = pytest.mark.skipif(_has_driver(), reason="a CUDA driver is installed; this checks the driver-less error")
+NO_DRIVER_MESSAGE = ("sparse_mla_aot: cannot load libcuda.so.1 (libcuda.so.1: cannot open shared object file: "
+                     "No such file or directory); a CUDA driver is required to launch kernels")
 
 
 @pytest.fixture(scope="module")
@@ -83,13 +99,10 @@ def test_import_without_gpu(launcher):
         assert callable(getattr(launcher, fn))
 
 
-def test_driver_version_or_clear_error(launcher):
-    try:
-        v = launcher.driver_version()
-    except RuntimeError as e:
-        assert "libcuda.so.1" in str(e)
-    else:
-        assert isinstance(v, int) and v > 0
+@NO_DRIVER
+def test_driver_version_without_a_driver_names_libcuda(launcher):
+    with pytest.raises(RuntimeError, match=f"^{re.escape(NO_DRIVER_MESSAGE)}$"):
+        launcher.driver_version()
 
 
 # launch(function, grid_x, grid_y, grid_z, block_x, shared_bytes, stream, arg_types, *args)
@@ -97,10 +110,8 @@ FIXED = (0x1234, 1, 1, 1, 128, 0, 0)
 
 
 def test_launch_arg_count_mismatch(launcher):
-    with pytest.raises(TypeError) as ei:
+    with pytest.raises(TypeError, match=r"^launch\(\): arg_types has 3 codes but 2 kernel arguments were given$"):
         launcher.launch(*FIXED, b"pil", 1, 2)
-    msg = str(ei.value)
-    assert "3" in msg and "2" in msg
 
 
 def test_launch_too_few_fixed_args(launcher):
@@ -109,9 +120,9 @@ def test_launch_too_few_fixed_args(launcher):
 
 
 def test_launch_unknown_type_code(launcher):
-    with pytest.raises(ValueError) as ei:
+    with pytest.raises(ValueError, match=r"^launch\(\): unknown arg type code 'x' at position 1 of arg_types "
+                                         r"\(expected one of 'p', 'i', 'l', 'f'\)$"):
         launcher.launch(*FIXED, b"pxi", 1, 2, 3)
-    assert "'x'" in str(ei.value)
 
 
 def test_launch_too_many_args(launcher):
@@ -120,9 +131,9 @@ def test_launch_too_many_args(launcher):
 
 
 def test_launch_int32_overflow_names_position(launcher):
-    with pytest.raises(OverflowError) as ei:
+    with pytest.raises(OverflowError, match=r"^launch\(\): kernel argument 2 \(type code 'i'\) is out of int32 "
+                                            r"range$"):
         launcher.launch(*FIXED, b"pli", 0, 2**40, 2**31)
-    assert "2" in str(ei.value)
     with pytest.raises(OverflowError):
         launcher.launch(*FIXED, b"i", -(2**31) - 1)
     with pytest.raises(OverflowError):
@@ -146,13 +157,11 @@ def test_launch_bad_types(launcher):
         launcher.launch(0x1234, 0, 1, 1, 128, 0, 0, b"")  # grid_x must be >= 1
 
 
+@NO_DRIVER
 def test_launch_valid_args_reach_driver(launcher):
-    # Fully valid arguments: without a driver we get the libcuda error; with a
-    # driver but no current context on this thread, the "prepare() first" one.
-    with pytest.raises(RuntimeError) as ei:
+    """Fully valid arguments pass validation and reach the driver, which is absent here."""
+    with pytest.raises(RuntimeError, match=f"^{re.escape(NO_DRIVER_MESSAGE)}$"):
         launcher.launch(*FIXED, b"pilf", 0x1000, -5, 2**40, 0.5)
-    msg = str(ei.value)
-    assert "libcuda.so.1" in msg or "prepare()" in msg
 
 
 def test_other_functions_validate_first(launcher):
@@ -170,11 +179,10 @@ def test_other_functions_validate_first(launcher):
         launcher.use_device(-1)
 
 
+@NO_DRIVER
 def test_use_device_without_a_driver_names_libcuda(launcher):
-    try:
+    with pytest.raises(RuntimeError, match=f"^{re.escape(NO_DRIVER_MESSAGE)}$"):
         launcher.use_device(0)
-    except RuntimeError as e:
-        assert "libcuda.so.1" in str(e) or "CUDA" in str(e)
 
 
 def test_no_link_time_cuda_dependency(built_so):

@@ -42,10 +42,11 @@ from hypothesis import strategies as st
 
 import sparse_mla_aot
 from sparse_mla_aot import paths
-from sparse_mla_aot.catalog import Catalog, table_name
-from sparse_mla_aot.dispatch import FORCE_FIELDS, choose, variant_name
+from sparse_mla_aot.catalog import Catalog
+from sparse_mla_aot.contract import MAX_SPLITS, Variant, table_stem
+from sparse_mla_aot.dispatch import FORCE_FIELDS, choose
 from sparse_mla_aot.kv_cache import model1_page_bytes
-from sparse_mla_aot.plan import MAX_SPLITS, make_plan
+from sparse_mla_aot.plan import make_plan
 from sparse_mla_aot.validation import MAX_TOPK, DecodeCall, check_arguments, check_devices
 from tests.test_dispatch import PRUNED_REASON, VARIANTS, write_kernel_dir
 
@@ -425,7 +426,7 @@ def test_validator_accepts_exactly_the_valid_argument_sets():
 # ---------------------------------------------------------------------------------------------- property B
 
 
-SHIPPED_SPLITS = {fmt: sorted(variant_name(*key) for key, status in VARIANTS.items()
+SHIPPED_SPLITS = {fmt: sorted(Variant(*key).name for key, status in VARIANTS.items()
                               if status == "shipped" and key[0] == fmt) for fmt in TABLE_FORMATS}
 
 
@@ -446,7 +447,7 @@ def full_catalog(tmp_path_factory) -> Catalog:
     root = write_kernel_dir(tmp_path_factory.mktemp("properties") / "kernels")
     for kv_format in TABLE_FORMATS:
         for h_q in TABLE_H_Q:
-            path = root / "tables" / TARGET / f"{table_name(kv_format, h_q)}.json"
+            path = root / "tables" / TARGET / f"{table_stem(kv_format, h_q)}.json"
             path.write_text(json.dumps(_table(kv_format, h_q)))
     return Catalog(root)
 
@@ -512,17 +513,16 @@ def _check_plan(catalog: Catalog, call: DecodeCall, choice, plan_tokens: tuple[i
 
 
 def _check_plan_of(catalog: Catalog, call: DecodeCall, choice) -> None:
-    record = catalog.shipped(TARGET)[choice.variant]
-    v = record["variant"]
-    assert v["kv_format"] == call.kv_format, (choice.variant, call.kv_format)
-    plan = make_plan(call, choice.variant, v["block_h"], v["block_t"], choice.num_splits)
-    tiles = (call.topk + call.extra_topk) // v["block_t"]
+    v = catalog.shipped(TARGET)[choice.variant].variant
+    assert v.kv_format == call.kv_format, (choice.variant, call.kv_format)
+    plan = make_plan(call, choice.variant, v.block_h, v.block_t, choice.num_splits)
+    tiles = (call.topk + call.extra_topk) // v.block_t
     assert 1 <= plan.num_splits <= MAX_SPLITS
     assert plan.num_splits == max(1, min(choice.num_splits, tiles, MAX_SPLITS))
     rows = call.batch_rows
-    assert plan.split_grid == (rows, math.ceil(call.h_q / v["block_h"]), plan.num_splits)
+    assert plan.split_grid == (rows, math.ceil(call.h_q / v.block_h), plan.num_splits)
     assert all(d >= 1 for d in plan.split_grid) and all(d >= 1 for d in plan.combine_grid)
-    assert plan.split_grid[1] * v["block_h"] >= call.h_q
+    assert plan.split_grid[1] * v.block_h >= call.h_q
     assert plan.combine_grid == (rows, call.h_q, 1) and plan.partial_shape == (rows, call.h_q, plan.num_splits)
 
 
@@ -553,7 +553,7 @@ def test_dispatch_always_picks_a_shipped_variant(full_catalog):
         spec, expectation = force
         if expectation[0] == "forced":
             fields = expectation[1]
-            name = variant_name(call.kv_format, *(fields[f] for f in FORCE_FIELDS[:-1]))
+            name = Variant(call.kv_format, *(fields[f] for f in FORCE_FIELDS[:-1])).name
             if name in shipped:
                 expectation = ("variant", name, fields["num_splits"])
             elif name in records:

@@ -1,18 +1,23 @@
-import dataclasses
 import ast
+import dataclasses
+import math
+import tomllib
 
 import jinja2
 import pytest
 
-from build_tools import kernels, render
-from build_tools.variant import Variant, get_target, is_buildable, load_grid, variant_from_name
+from build_tools import paths, render
+from build_tools.variant import get_target, is_buildable, load_grid
+from sparse_mla_aot import plan
+from sparse_mla_aot.contract import COMBINE_PARAMS, D_V, SPLIT_PARAMS, VARIANT_FIELDS, Variant
 
 BASE = Variant("v32", 16, 16, 4, 2)
 
 
 def test_every_grid_variant_renders_to_valid_python_with_its_parameters():
     variants = load_grid()
-    assert len(variants) == 2 * 3 * 3 * 3 * 4
+    axes = tomllib.loads(paths.GRID_FILE.read_text())["axes"]
+    assert len(variants) == len(set(variants)) == math.prod(len(axes[field]) for field in VARIANT_FIELDS)
     for variant in variants:
         rendered = render.render_split(variant)
         tree = ast.parse(rendered.source)
@@ -30,11 +35,28 @@ def test_name_encodes_every_field():
         assert changed.name != BASE.name, field.name
 
 
-def test_a_name_parses_back_into_its_variant():
+def test_every_grid_name_parses_back_to_its_variant():
     for variant in load_grid():
-        assert variant_from_name(variant.name) == variant
-    with pytest.raises(ValueError, match="not a variant name"):
-        variant_from_name("v32_bh16_bt64_w8")
+        assert Variant.parse(variant.name) == variant
+    for bad in ("v32_bh16_bt16_w4", "v33_bh16_bt16_w4_s2", "v32_bh16_bt16_w4_s2_x", "combine"):
+        with pytest.raises(ValueError, match=rf"^'{bad}' is not a variant name like v32_bh16_bt32_w4_s2"):
+            Variant.parse(bad)
+
+
+def test_the_combine_kernel_reduces_the_runtime_s_max_splits_over_d_v():
+    """The combine kernel holds one lane per split partial: rendered with a smaller count than the runtime's launch
+    plan may ask for, it would drop splits without an error."""
+    source = render.render_combine().source
+    assert f"splits = tl.arange(0, {plan.MAX_SPLITS})" in source
+    assert f"cols = tl.arange(0, {D_V})" in source
+
+
+def test_the_combine_template_takes_its_widths_from_the_contract(monkeypatch):
+    monkeypatch.setattr(render, "MAX_SPLITS", 32)
+    monkeypatch.setattr(render, "D_V", 256)
+    source = render.render_combine().source
+    assert "splits = tl.arange(0, 32)" in source and "tl.zeros([256]" in source
+    assert "512" not in source and "tl.arange(0, 64)" not in source  # no width left as a literal in the template
 
 
 def test_generated_source_carries_provenance():
@@ -66,8 +88,8 @@ def test_layouts_share_one_template_and_differ_only_in_the_tile_block():
 
 def test_kernel_signature_comes_from_the_param_list():
     source = render.render_split(BASE).source
-    assert f"({', '.join(p.name for p in kernels.SPLIT_PARAMS)}):" in source
-    assert f"({', '.join(p.name for p in kernels.COMBINE_PARAMS)}):" in render.render_combine().source
+    assert f"({', '.join(p.name for p in SPLIT_PARAMS)}):" in source
+    assert f"({', '.join(p.name for p in COMBINE_PARAMS)}):" in render.render_combine().source
 
 
 def test_missing_template_variable_fails_loudly(tmp_path, monkeypatch):

@@ -1,10 +1,15 @@
-"""The GPU-free parts of tune and ab: bucket merging, the force spec, the A/B verdict."""
+"""The GPU-free parts of tune and ab: bucket merging, the force spec, the A/B verdict; and the tables built from
+a build report or a proxy sweep."""
+import json
+
 import pytest
 
-from build_tools.ab import parse_side, verdict
 from build_tools.measurements import table_rows
-from sparse_mla_aot.dispatch import force_spec
 from sparse_mla_aot.catalog import parse_table
+from sparse_mla_aot.contract import Variant
+from sparse_mla_aot.dispatch import force_spec
+from tests.fakes import fake_record
+from tuning.ab import parse_side, verdict
 
 
 def _best(choices):
@@ -26,7 +31,7 @@ def test_single_choice_is_one_open_row():
 
 
 def test_force_spec_round_trips_through_the_runtime_parser():
-    spec = force_spec({"block_h": 16, "block_t": 32, "num_warps": 8, "num_stages": 3}, 4)
+    spec = force_spec(Variant("model1", 16, 32, 8, 3), 4)
     assert parse_side(spec) == spec
     assert parse_side("table") is None
     with pytest.raises(ValueError, match="SPARSE_MLA_AOT_FORCE"):
@@ -46,15 +51,11 @@ def test_verdict_only_beyond_the_spread():
 def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept):
     """A build report of shipped two-stage variants (block_h 16, 32, 64) for target, and one committed table of
     kind kept[2] for (kv_format, h_q) = kept[:2]; returns that table's path."""
-    import json
-
     from build_tools import paths, tables
 
     monkeypatch.setattr(paths, "VARIANTS_DIR", tmp_path / "variants")
     monkeypatch.setenv(paths.BUILD_DIR_ENV, str(tmp_path / "build"))
-    records = [{"name": f"{f}_bh{bh}_bt{bt}_w{w}_s2", "kind": "split", "status": "shipped",
-                "variant": {"kv_format": f, "block_h": bh, "block_t": bt, "num_warps": w, "num_stages": 2},
-                "resources": {"stack_bytes": 0, "local_bytes": 0}}
+    records = [fake_record(Variant(f, bh, bt, w, 2).name, target=target).to_json()
                for f in ("v32", "model1") for bh in (16, 32, 64) for bt in block_ts for w in warps]
     (tmp_path / "build" / target).mkdir(parents=True)
     (tmp_path / "build" / target / "report.json").write_text(json.dumps({"artifacts": records}))
@@ -65,8 +66,6 @@ def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept):
 
 
 def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
-    import json
-
     from build_tools import tables
 
     tuned = _fake_build(tmp_path, monkeypatch, "sm90", block_ts=(16,), warps=(4,), kept=("model1", 64, "tuned"))
@@ -84,7 +83,7 @@ def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
 
 
 def test_screening_keeps_every_point_within_the_margin():
-    from build_tools.tune import contenders
+    from tuning.tune import contenders
 
     screened = {("a", 1): 100.0, ("a", 2): 129.0, ("b", 1): 131.0, ("b", 8): 400.0}
     assert contenders(screened, margin=1.3) == [("a", 1), ("a", 2)]
@@ -92,12 +91,13 @@ def test_screening_keeps_every_point_within_the_margin():
 
 
 def test_points_skip_split_counts_beyond_the_tile_count():
-    from build_tools.gpu_timing import Shape
-    from build_tools.tune import points
+    from tuning.gpu_timing import Shape
+    from tuning.tune import points
 
-    records = {"v_bt64": {"variant": {"block_t": 64}}, "v_bt16": {"variant": {"block_t": 16}}}
+    names = [Variant("model1", 16, bt, 4, 2).name for bt in (64, 16)]
+    records = {name: fake_record(name) for name in names}
     got = points(Shape("model1", 16, 512, 128), records, (1, 8, 16, 64))
-    assert got == [("v_bt64", 1), ("v_bt64", 8), ("v_bt16", 1), ("v_bt16", 8), ("v_bt16", 16)]
+    assert got == [(names[0], 1), (names[0], 8), (names[1], 1), (names[1], 8), (names[1], 16)]
 
 
 def test_rows_from_before_screening_read_as_full_and_only_full_rows_enter_the_table(tmp_path):
@@ -117,7 +117,7 @@ def test_rows_from_before_screening_read_as_full_and_only_full_rows_enter_the_ta
 
 
 def _record(name, stack, status="shipped"):
-    return {"name": name, "status": status, "resources": {"stack_bytes": stack}}
+    return fake_record(name, status, stack_bytes=stack, reason="over the limit" if status == "pruned" else None)
 
 
 def _measured(batch, variant, splits, median, stage="full"):
@@ -145,8 +145,6 @@ def test_proxy_derived_table_prefers_a_near_tie_that_spills_less_and_scales_spli
 
 
 def test_mma_sync_targets_take_the_sweep_family_and_keep_proxy_derived_tables(tmp_path, monkeypatch):
-    import json
-
     from build_tools import tables
 
     derived = _fake_build(tmp_path, monkeypatch, "sm120", block_ts=(16, 32, 64), warps=(4, 8),
@@ -164,13 +162,15 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     import io
     import os
 
-    from build_tools import tune
-    from build_tools.gpu_timing import Shape
     from build_tools.measurements import read_rows
-    from sparse_mla_aot.paths import FORCE_ENV
+    from sparse_mla_aot import paths
+    from sparse_mla_aot.dispatch import forced_spec
+    from tuning import tune
+    from tuning.gpu_timing import Shape
 
-    records = {f"v_bt{bt}": {"variant": {"block_h": 16, "block_t": bt, "num_warps": 4, "num_stages": 2}}
-               for bt in (16, 64)}
+    monkeypatch.delenv(paths.FORCE_ENV, raising=False)
+    bt16, bt64 = (Variant("model1", 16, bt, 4, 2).name for bt in (16, 64))
+    records = {name: fake_record(name) for name in (bt16, bt64)}
     speed = {16: {1: 100.0, 2: 60.0, 4: 40.0}, 64: {1: 45.0, 2: 300.0, 4: 500.0}}  # [block_t][splits] -> us
     captures = []
 
@@ -182,8 +182,9 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
             return [{}, {}]
 
     def fake_capture(sets, warmups):
-        captures.append(os.environ[FORCE_ENV])
-        return os.environ[FORCE_ENV]
+        assert paths.FORCE_ENV not in os.environ  # tune pins each point with dispatch.forcing, not the environment
+        captures.append(forced_spec())
+        return forced_spec()
 
     def fake_replays(graph, calls, count):
         fields = dict(item.split("=") for item in graph.split(","))
@@ -195,13 +196,12 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     shape, path = Shape("model1", 16, 512, 0), tmp_path / "t.csv"
     rows = tune.measure(shape, records, [1], (1, 2, 4), 50, path, {}, io.StringIO())
     full = sorted((r["variant"], r["num_splits"]) for r in rows if r["stage"] == "full")
-    assert full == [("v_bt16", 4), ("v_bt64", 1)]  # 40 and 45 us; 60 us is beyond 1.3 x 40
+    assert full == [(bt16, 4), (bt64, 1)]  # 40 and 45 us; 60 us is beyond 1.3 x 40
     screens = {(r["variant"], r["num_splits"]): r["n"] for r in rows if r["stage"] == "screen"}
     assert len(screens) == 6
     # 300 and 500 us are beyond PROBE_CUT x the best so far (40 us): one replay each, the rest 5
-    assert screens == {("v_bt16", 1): 5, ("v_bt16", 2): 5, ("v_bt16", 4): 5, ("v_bt64", 1): 5,
-                       ("v_bt64", 2): 1, ("v_bt64", 4): 1}
+    assert screens == {(bt16, 1): 5, (bt16, 2): 5, (bt16, 4): 5, (bt64, 1): 5, (bt64, 2): 1, (bt64, 4): 1}
     assert len(captures) == 8
     again = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO())
     assert len(captures) == 8 and len(again) == 8  # resumed: nothing measured twice
-    assert tune.best_per_batch(again, [1])[1]["variant"] == "v_bt16"
+    assert tune.best_per_batch(again, [1])[1]["variant"] == bt16

@@ -11,7 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from build_tools.variant import load_targets
+from sparse_mla_aot.contract import KV_FORMATS, SUPPORTED_H_Q
+
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TARGETS = sorted(name for name, target in load_targets().items() if target.default)
+
+
+def _pin(requirements: str, package: str) -> str:
+    """The version `requirements` pins `package` to (package==version)."""
+    lines = (ROOT / requirements).read_text().splitlines()
+    return next(line.split("==", 1)[1].strip() for line in lines if line.startswith(f"{package}=="))
+
+
+TRITON_PIN = _pin("requirements-build.txt", "triton")  # the manifest must name the Triton the build pins
+TORCH_PIN = _pin("requirements-test.txt", "torch")
 
 CHECK = r"""
 import hashlib, json, sys
@@ -26,9 +40,10 @@ except ModuleNotFoundError:
 catalog = Catalog()
 manifest = catalog.manifest
 checked, explained = 0, 0
-for target, entry in manifest["targets"].items():
-    for name, art in entry["artifacts"].items():
-        data = (catalog.root / target / art["binary"]).read_bytes()
+for target in manifest["targets"]:
+    binaries = catalog.binaries(target)  # sm121 runs sm120's
+    for name, art in manifest["targets"][binaries]["artifacts"].items():
+        data = (catalog.root / binaries / art["binary"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == art["sha256"], name
         assert catalog.binary(target, name) == data
         checked += 1
@@ -63,11 +78,17 @@ def test_wheel_is_abi3_and_holds_kernels_tables_and_manifest(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("sparse_mla_aot/_launcher") and n.endswith(".abi3.so") for n in names)
     manifest = json.loads(zipfile.ZipFile(wheel).read("sparse_mla_aot/kernels/manifest.json"))
-    assert sorted(manifest["targets"]) == ["sm120", "sm121", "sm90"]
-    assert manifest["triton_version"] == "3.9.0"
-    for target in manifest["targets"]:
-        assert f"sparse_mla_aot/kernels/{target}/combine.cubin" in names
+    assert sorted(manifest["targets"]) == DEFAULT_TARGETS
+    assert manifest["triton_version"] == TRITON_PIN
+    for target, entry in manifest["targets"].items():
+        declared = load_targets()[target]
+        assert (entry["capability"], entry["sm_count"]) == (list(declared.capability), declared.sm_count)
+        assert entry["binaries"] == declared.binaries
+        assert f"sparse_mla_aot/kernels/{declared.binaries}/combine.cubin" in names
         assert any(n.startswith(f"sparse_mla_aot/kernels/tables/{target}/") for n in names)
+    # one Blackwell set: sm121 runs sm120's sm_120f cubins, which the wheel holds once
+    assert manifest["targets"]["sm121"]["binaries"] == "sm120"
+    assert not any(n.startswith("sparse_mla_aot/kernels/sm121/") for n in names)
     assert not any(n.endswith(".py") and "/kernels/" in n for n in names)
 
 
@@ -77,7 +98,7 @@ def venv_python(wheel, tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "torch==2.13.0"], check=True)
+    subprocess.run([*pip, f"torch=={TORCH_PIN}"], check=True)
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
     return venv / "bin" / "python"
 
@@ -86,9 +107,9 @@ def test_installed_in_a_fresh_venv_without_triton(venv_python, tmp_path):
     result = subprocess.run([str(venv_python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["targets"] == ["sm120", "sm121", "sm90"] and summary["binaries"] > 3
+    assert summary["targets"] == DEFAULT_TARGETS and summary["binaries"] > len(DEFAULT_TARGETS)
     committed = [json.loads(p.read_text()) for t in summary["targets"] for p in (ROOT / "variants" / t).glob("*.json")]
-    assert len(committed) == 3 * 10  # every target x kv_format x h_q of SPEC section 2
+    assert len(committed) == len(DEFAULT_TARGETS) * len(KV_FORMATS) * len(SUPPORTED_H_Q)  # one per supported shape
     assert summary["rows"] == sum(len(table["rows"]) for table in committed)
 
 
@@ -100,8 +121,9 @@ from sparse_mla_aot.catalog import Catalog
 assert sparse_mla_aot.__file__.startswith(sys.argv[1]), sparse_mla_aot.__file__
 catalog = Catalog()
 errors = {}
+intact = next(name for name in catalog.manifest["targets"]["sm90"]["artifacts"] if name != "combine")
 for what, (target, name) in (("sha256", ("sm90", "combine")), ("triton", ("sm120", "combine")),
-                             ("intact", ("sm121", "combine"))):
+                             ("shared", ("sm121", "combine")), ("intact", ("sm90", intact))):
     try:
         catalog.binary(target, name)
         errors[what] = None
@@ -135,7 +157,8 @@ def test_a_tampered_copy_of_the_installed_package_refuses_to_load(venv_python, t
     assert result.returncode == 0, result.stderr
     errors = json.loads(result.stdout.strip().splitlines()[-1])
     assert "sm90/combine.cubin has sha256" in errors["sha256"] and "reinstall the wheel" in errors["sha256"]
-    assert "compiled by Triton 3.6.0, the package by Triton 3.9.0" in errors["triton"]
+    assert f"compiled by Triton 3.6.0, the package by Triton {TRITON_PIN}" in errors["triton"]
+    assert errors["shared"] == errors["triton"]  # sm121 runs sm120's binaries and records
     assert errors["intact"] is None
     assert "no kernels for compute capability 8.0" in errors["hardware"]
-    assert all(f"{t} (compute capability" in errors["hardware"] for t in ("sm120", "sm121", "sm90"))
+    assert all(f"{t} (compute capability" in errors["hardware"] for t in DEFAULT_TARGETS)

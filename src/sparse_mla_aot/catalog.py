@@ -10,8 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from sparse_mla_aot import paths
-
-DEVICE_TARGETS = {(12, 0): "sm120", (12, 1): "sm121", (9, 0): "sm90"}
+from sparse_mla_aot.contract import ArtifactRecord, parse_table_stem, table_stem
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,6 @@ class DispatchTable:
         return len(self.rows) - 1
 
 
-def table_name(kv_format: str, h_q: int) -> str:
-    return f"{kv_format}_h{h_q}"
-
-
 def parse_table(raw: dict, source: str) -> DispatchTable:
     """Tables are reviewed data; a malformed one is an error naming the file and the rule broken."""
     try:
@@ -65,7 +60,7 @@ class Catalog:
 
     def __init__(self, root: Path | None = None):
         self.root = root or paths.kernel_dir()
-        self._records: dict[str, dict[str, dict]] = {}
+        self._records: dict[str, dict[str, ArtifactRecord]] = {}
         self._tables: dict[tuple[str, str, int], DispatchTable] = {}
 
     @cached_property
@@ -82,41 +77,52 @@ class Catalog:
         return sorted(self.manifest["targets"])
 
     def target_for_capability(self, capability: tuple[int, int]) -> str:
-        """The cubin set for a device: 12.0 -> sm120, 12.1 -> sm121, 9.0 -> sm90 (SPARSE_MLA_AOT_TARGET overrides)."""
+        """The cubin set for a device: the manifest's target of that compute capability (variants/targets.toml:
+        12.0 -> sm120, 12.1 -> sm121, 9.0 -> sm90); SPARSE_MLA_AOT_TARGET overrides."""
         override = os.environ.get(paths.TARGET_ENV)
         if override:
             if override not in self.manifest["targets"]:
                 raise RuntimeError(f"{paths.TARGET_ENV}={override!r}: this package holds {', '.join(self.targets)}")
             return override
-        target = DEVICE_TARGETS.get(tuple(capability))
-        if target is None or target not in self.manifest["targets"]:
-            held = ", ".join(f"{t} (compute capability {'.'.join(map(str, c))})"
-                             for c, t in DEVICE_TARGETS.items() if t in self.manifest["targets"])
+        by_capability = {tuple(entry["capability"]): name for name, entry in self.manifest["targets"].items()
+                         if entry["capability"] is not None}
+        target = by_capability.get(tuple(capability))
+        if target is None:
+            held = ", ".join(f"{t} (compute capability {'.'.join(map(str, c))})" for c, t in by_capability.items())
             raise RuntimeError(f"sparse_mla_aot has no kernels for compute capability "
                                f"{capability[0]}.{capability[1]}; this wheel holds: {held}")
         return target
 
-    def records(self, target: str) -> dict[str, dict]:
-        """name -> the artifact's build record (status, reason, resources, params, binary, sha256)."""
-        cache = self._records
-        if target not in cache:
-            entry = self.manifest["targets"][target]
-            names = [*entry["artifacts"], *entry["pruned"]]
-            cache[target] = {name: json.loads((self.root / target / f"{name}.json").read_text()) for name in names}
-        return cache[target]
+    def binaries(self, target: str) -> str:
+        """The target whose binaries and records this target runs (sm121 runs sm120's sm_120f cubins)."""
+        return self.manifest["targets"][target]["binaries"]
 
-    def shipped(self, target: str) -> dict[str, dict]:
-        return {n: r for n, r in self.records(target).items() if r["status"] == "shipped"}
+    def records(self, target: str) -> dict[str, ArtifactRecord]:
+        """name -> the artifact's build record (status, reason, resources, params, binary, sha256)."""
+        cache, binaries = self._records, self.binaries(target)
+        if binaries not in cache:
+            entry = self.manifest["targets"][binaries]
+            names = [*entry["artifacts"], *entry["pruned"]]
+            cache[binaries] = {name: self._read_record(binaries, name) for name in names}
+        return cache[binaries]
+
+    def _read_record(self, binaries: str, name: str) -> ArtifactRecord:
+        path = self.root / binaries / f"{name}.json"
+        return ArtifactRecord.from_json(json.loads(path.read_text()), str(path))
+
+    def shipped(self, target: str) -> dict[str, ArtifactRecord]:
+        return {n: r for n, r in self.records(target).items() if r.status == "shipped"}
 
     def binary(self, target: str, name: str) -> bytes:
         """The binary, refused if its sha256 differs from the manifest (a tampered or mixed-up file) or its record
         was built by another Triton than the manifest's (another calling convention)."""
-        entry = self.manifest["targets"][target]["artifacts"][name]
-        built_with, expected = self.records(target)[name]["triton_version"], self.manifest["triton_version"]
+        binaries = self.binaries(target)
+        entry = self.manifest["targets"][binaries]["artifacts"][name]
+        built_with, expected = self.records(target)[name].triton_version, self.manifest["triton_version"]
         if built_with != expected:
-            raise RuntimeError(f"sparse_mla_aot: {target}/{name} was compiled by Triton {built_with}, the package by "
-                               f"Triton {expected}; its calling convention may differ: rebuild the wheel")
-        path = self.root / target / entry["binary"]
+            raise RuntimeError(f"sparse_mla_aot: {binaries}/{name} was compiled by Triton {built_with}, the package "
+                               f"by Triton {expected}; its calling convention may differ: rebuild the wheel")
+        path = self.root / binaries / entry["binary"]
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if digest != entry["sha256"]:
@@ -128,7 +134,7 @@ class Catalog:
         cache = self._tables
         key = (target, kv_format, h_q)
         if key not in cache:
-            path = self.root / "tables" / target / f"{table_name(kv_format, h_q)}.json"
+            path = self.root / "tables" / target / f"{table_stem(kv_format, h_q)}.json"
             if not path.exists():
                 have = sorted(p.stem for p in (self.root / "tables" / target).glob("*.json"))
                 raise ValueError(f"no dispatch table for target {target}, kv_format {kv_format!r}, h_q {h_q}; "
@@ -137,10 +143,5 @@ class Catalog:
         return cache[key]
 
     def tables(self, target: str) -> list[DispatchTable]:
-        return [self.table(target, *_split_table_name(p.stem))
+        return [self.table(target, *parse_table_stem(p.stem))
                 for p in sorted((self.root / "tables" / target).glob("*.json"))]
-
-
-def _split_table_name(stem: str) -> tuple[str, int]:
-    kv_format, h = stem.rsplit("_h", 1)
-    return kv_format, int(h)

@@ -5,8 +5,8 @@ from typing import Optional
 
 import torch
 
+from sparse_mla_aot.contract import D_V
 from sparse_mla_aot.ops import sparse_mla_decode
-from sparse_mla_aot.validation import D_V
 
 
 @torch.library.custom_op("sparse_mla_aot::sparse_mla_decode", mutates_args=())

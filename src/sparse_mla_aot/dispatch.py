@@ -1,15 +1,21 @@
-"""Pick (split variant, num_splits) for a call: SPARSE_MLA_AOT_FORCE if set, else the target's table row
-for batch_rows = b * s_q (SPEC section 6). Depends on shapes only."""
+"""Pick (split variant, num_splits) for a call: a forced variant if one is in force (forcing(), else
+SPARSE_MLA_AOT_FORCE), else the target's table row for batch_rows = b * s_q (docs/design.md#dispatch). Depends on
+shapes only."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from sparse_mla_aot import paths
 from sparse_mla_aot.catalog import Catalog, DispatchTable
+from sparse_mla_aot.contract import VARIANT_FIELDS, Variant, table_stem
 
-FORCE_FIELDS = ("block_h", "block_t", "num_warps", "num_stages", "num_splits")
-VARIANT_FIELDS = FORCE_FIELDS[:-1]
+FORCED_VARIANT_FIELDS = VARIANT_FIELDS[1:]  # the kv_format comes from the call
+FORCE_FIELDS = (*FORCED_VARIANT_FIELDS, "num_splits")
+_FROM_ENVIRONMENT = object()
+_forced: ContextVar[object] = ContextVar("sparse_mla_aot_forced", default=_FROM_ENVIRONMENT)
 
 
 @dataclass(frozen=True)
@@ -27,17 +33,30 @@ class Choice:
             return f"forced by {paths.FORCE_ENV}={self.forced_by}"
         t, bound = self.table, self.table.rows[self.row].max_batch_rows
         where = f"<= {bound}" if bound is not None else "> every bound (last row)"
-        return (f"table {t.target}/{t.kv_format}_h{t.h_q} ({t.provenance.get('kind', '?')}) row {self.row}: "
+        return (f"table {t.target}/{table_stem(t.kv_format, t.h_q)} ({t.provenance.get('kind', '?')}) row {self.row}: "
                 f"batch_rows {where}")
 
 
-def variant_name(kv_format: str, block_h: int, block_t: int, num_warps: int, num_stages: int) -> str:
-    return f"{kv_format}_bh{block_h}_bt{block_t}_w{num_warps}_s{num_stages}"
+def force_spec(variant: Variant, num_splits: int) -> str:
+    """The SPARSE_MLA_AOT_FORCE value that pins `variant` at `num_splits`."""
+    return ",".join(f"{f}={getattr(variant, f)}" for f in FORCED_VARIANT_FIELDS) + f",num_splits={num_splits}"
 
 
-def force_spec(variant: dict, num_splits: int) -> str:
-    """The SPARSE_MLA_AOT_FORCE value that pins `variant` (a record's variant fields) at `num_splits`."""
-    return ",".join(f"{f}={variant[f]}" for f in VARIANT_FIELDS) + f",num_splits={num_splits}"
+@contextmanager
+def forcing(spec: str | None):
+    """Calls in this context (this thread or task) use `spec` (a SPARSE_MLA_AOT_FORCE value) or, for None, the
+    dispatch table, whatever the environment says: how tune and ab pin variants without editing os.environ."""
+    token = _forced.set(spec)
+    try:
+        yield
+    finally:
+        _forced.reset(token)
+
+
+def forced_spec() -> str | None:
+    """The spec in force: forcing()'s, else SPARSE_MLA_AOT_FORCE's; None or empty: the table."""
+    spec = _forced.get()
+    return os.environ.get(paths.FORCE_ENV) if spec is _FROM_ENVIRONMENT else spec
 
 
 def parse_force(spec: str) -> dict[str, int]:
@@ -64,18 +83,18 @@ def _neighbours(catalog: Catalog, target: str, kv_format: str, fields: dict[str,
     """Shipped variants that differ from the requested one in exactly one field."""
     result = []
     for name, record in catalog.shipped(target).items():
-        v = record.get("variant")
-        if v and v["kv_format"] == kv_format and sum(v[f] != fields[f] for f in VARIANT_FIELDS) == 1:
+        v = record.variant
+        if v and v.kv_format == kv_format and sum(getattr(v, f) != fields[f] for f in FORCED_VARIANT_FIELDS) == 1:
             result.append(name)
     return sorted(result)
 
 
 def forced_choice(catalog: Catalog, target: str, kv_format: str, spec: str) -> Choice:
     fields = parse_force(spec)
-    name = variant_name(kv_format, *(fields[f] for f in VARIANT_FIELDS))
+    name = Variant(kv_format, *(fields[f] for f in FORCED_VARIANT_FIELDS)).name
     record = catalog.records(target).get(name)
-    if record is None or record["status"] != "shipped":
-        why = (f"was pruned for {target}: {record['reason']}" if record is not None
+    if record is None or record.status != "shipped":
+        why = (f"was pruned for {target}: {record.reason}" if record is not None
                else f"is not in the wheel's grid for {target}")
         near = _neighbours(catalog, target, kv_format, fields)
         raise ValueError(f"{paths.FORCE_ENV}: variant {name} {why}; shipped neighbours: "
@@ -84,7 +103,7 @@ def forced_choice(catalog: Catalog, target: str, kv_format: str, spec: str) -> C
 
 
 def choose(catalog: Catalog, target: str, kv_format: str, h_q: int, batch_rows: int) -> Choice:
-    spec = os.environ.get(paths.FORCE_ENV)
+    spec = forced_spec()
     if spec:
         return forced_choice(catalog, target, kv_format, spec)
     table = catalog.table(target, kv_format, h_q)
@@ -97,8 +116,7 @@ def explain(batch_rows: int, h_q: int, kv_format: str, *, target: str, catalog: 
     """Which variant and split count a call of this shape uses on `target`, and why, with the variant's figures."""
     catalog = catalog or Catalog()
     choice = choose(catalog, target, kv_format, h_q, batch_rows)
-    record = catalog.records(target)[choice.variant]
-    res = record["resources"]  # every shipped record has its measured resources
+    resources = catalog.records(target)[choice.variant].resources  # every shipped record has them
     return (f"{choice.variant}, num_splits={choice.num_splits} (clamped at run time to the tile count): "
-            f"batch_rows {batch_rows}: {choice.why}; {res['total_shared_bytes']:,} B shared, "
-            f"{res['registers']} registers")
+            f"batch_rows {batch_rows}: {choice.why}; {resources.total_shared_bytes:,} B shared, "
+            f"{resources.registers} registers")

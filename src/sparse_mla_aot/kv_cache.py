@@ -1,4 +1,4 @@
-"""Pack a latent into the fp8 KV-cache layouts of SPEC section 3, and unpack it again.
+"""Pack a latent into the fp8 KV-cache layouts (docs/design.md#kv-cache-layouts), and unpack it again.
 
 Two layouts, both one latent vector per token:
 
@@ -17,33 +17,36 @@ from __future__ import annotations
 
 import torch
 
+from sparse_mla_aot.contract import D_QK, LAYOUTS
+
 E4M3_MAX = 448.0
 
-V32_TOKEN_BYTES = 656
-V32_NOPE_DIMS = 512
-V32_ROPE_DIMS = 64
-V32_DIMS = V32_NOPE_DIMS + V32_ROPE_DIMS
-V32_TILE = 128
-V32_NUM_TILES = V32_NOPE_DIMS // V32_TILE
-V32_SCALE_OFFSET = V32_NOPE_DIMS
-V32_ROPE_OFFSET = V32_SCALE_OFFSET + 4 * V32_NUM_TILES
+# Byte offsets and widths, derived from the layouts the kernels are rendered from (contract.LAYOUTS).
+_V32 = LAYOUTS["v32"]
+V32_TOKEN_BYTES = _V32.bytes_per_token
+V32_ROPE_DIMS = _V32.rope.width
+V32_DIMS = _V32.d_qk
+V32_NOPE_DIMS = V32_DIMS - V32_ROPE_DIMS
+V32_TILE = _V32.tile
+V32_NUM_TILES = len(_V32.scaled_chunks)
+V32_SCALE_OFFSET = _V32.scaled_chunks[0].scale_byte
+V32_ROPE_OFFSET = _V32.rope.byte
 
-MODEL1_TOKEN_BYTES = 584
-MODEL1_NOPE_DIMS = 448
-MODEL1_ROPE_DIMS = 64
-MODEL1_DIMS = MODEL1_NOPE_DIMS + MODEL1_ROPE_DIMS
-MODEL1_TILE = 64
-MODEL1_NUM_TILES = MODEL1_NOPE_DIMS // MODEL1_TILE
-MODEL1_RECORD_BYTES = MODEL1_NOPE_DIMS + 2 * MODEL1_ROPE_DIMS  # 576
-MODEL1_SCALE_RECORD_BYTES = MODEL1_TOKEN_BYTES - MODEL1_RECORD_BYTES  # 8
-MODEL1_PAGE_ALIGN = 576
+_MODEL1 = LAYOUTS["model1"]
+MODEL1_TOKEN_BYTES = _MODEL1.bytes_per_token
+MODEL1_ROPE_DIMS = _MODEL1.rope.width
+MODEL1_DIMS = _MODEL1.d_qk
+MODEL1_NOPE_DIMS = MODEL1_DIMS - MODEL1_ROPE_DIMS
+MODEL1_TILE = _MODEL1.tile
+MODEL1_NUM_TILES = len(_MODEL1.scaled_chunks)
+MODEL1_RECORD_BYTES = _MODEL1.record_bytes
+MODEL1_SCALE_RECORD_BYTES = _MODEL1.scale_record_bytes
+MODEL1_PAGE_ALIGN = _MODEL1.page_align
 UE8M0_BIAS = 127
 
 # Smallest scale exponent used: 2^-126 is the smallest normal float32, and keeps an all-zero tile's
 # scale positive (so nothing divides by zero) and its UE8M0 byte (1) valid.
 MIN_SCALE_EXPONENT = -126
-
-KV_FORMAT_DIMS = {"v32": V32_DIMS, "model1": MODEL1_DIMS}
 
 _BYTE_VIEW_DTYPES = (torch.uint8, torch.int8, torch.float8_e4m3fn)
 
@@ -231,8 +234,8 @@ def gather_tokens(cache: torch.Tensor, kv_format: str, flat_indices: torch.Tenso
     Only the requested tokens are unpacked, so the reference stays cheap on large caches.
     d = 576 for v32, 512 for model1. Every index must lie in the cache (mask -1 before calling).
     """
-    if kv_format not in KV_FORMAT_DIMS:
-        raise ValueError(f"kv_format must be one of {sorted(KV_FORMAT_DIMS)}; got {kv_format!r}")
+    if kv_format not in D_QK:
+        raise ValueError(f"kv_format must be one of {sorted(D_QK)}; got {kv_format!r}")
     if not isinstance(flat_indices, torch.Tensor) or flat_indices.dtype.is_floating_point:
         raise ValueError("flat_indices must be an integer torch.Tensor")
     if kv_format == "v32":

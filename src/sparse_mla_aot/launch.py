@@ -6,11 +6,10 @@ import threading
 from dataclasses import dataclass
 
 from sparse_mla_aot.catalog import Catalog
-from sparse_mla_aot.plan import COMBINE_ARG_NAMES, SPLIT_ARG_NAMES
+from sparse_mla_aot.contract import COMBINE_NAME, COMBINE_PARAMS, SCRATCH_PARAMS, SPLIT_PARAMS, ArtifactRecord, Param
 
 ARG_TYPE_CODES = {"i32": "i", "i64": "l", "fp32": "f"}
-SCRATCH_POINTERS = (0, 0)  # Triton's global/profile scratch: unused (size 0) by these kernels
-COMBINE = "combine"
+SCRATCH_POINTERS = (0,) * len(SCRATCH_PARAMS)  # Triton's global/profile scratch: unused (size 0) by these kernels
 
 
 @dataclass(frozen=True)
@@ -24,17 +23,17 @@ class LoadedKernel:
     arg_types: bytes
 
 
-def arg_type_codes(params: list[dict]) -> bytes:
+def arg_type_codes(params: tuple[Param, ...]) -> bytes:
     """The launcher's per-argument codes from the recorded signature: p(ointer), i32, i64, f32."""
-    return "".join("p" if p["type"].startswith("*") else ARG_TYPE_CODES[p["type"]] for p in params).encode()
+    return "".join("p" if p.type.startswith("*") else ARG_TYPE_CODES[p.type] for p in params).encode()
 
 
-def _check_signature(record: dict, expected: tuple[str, ...]) -> None:
-    names = tuple(p["name"] for p in record["params"][: len(expected)])
-    if names != expected or len(record["params"]) != len(expected) + len(SCRATCH_POINTERS):
-        raise RuntimeError(f"sparse_mla_aot: kernel {record['name']} was built with parameters "
-                           f"{[p['name'] for p in record['params']]}; this runtime packs {list(expected)} + 2 "
-                           f"scratch pointers: the wheel's kernels and runtime come from different builds")
+def _check_signature(record: ArtifactRecord) -> None:
+    expected = (*(COMBINE_PARAMS if record.name == COMBINE_NAME else SPLIT_PARAMS), *SCRATCH_PARAMS)
+    if record.params != expected:
+        raise RuntimeError(f"sparse_mla_aot: kernel {record.name} was built with parameters "
+                           f"{[p.name for p in record.params]}; this runtime packs {[p.name for p in expected]}: "
+                           f"the wheel's kernels and runtime come from different builds")
 
 
 class DeviceKernels:
@@ -57,20 +56,21 @@ class DeviceKernels:
                 if name in self.kernels:
                     continue
                 record = records[name]
-                _check_signature(record, COMBINE_ARG_NAMES if name == COMBINE else SPLIT_ARG_NAMES)
+                _check_signature(record)
                 image = self.catalog.binary(self.target, name)
-                if record["binary_format"] == "ptx":
+                if record.binary_format == "ptx":
                     image += b"\0"
+                shared_bytes = record.resources.dynamic_shared_bytes
                 module = self._launcher.load_module(self.device_index, image)
-                function = self._launcher.get_function(module, record["kernel_name"], record["shared_bytes"])
-                variant = record["variant"] or {"block_h": 0, "block_t": 0}
-                self.kernels[name] = LoadedKernel(name, variant["block_h"], variant["block_t"], function,
-                                                  32 * record["num_warps"], record["shared_bytes"],
-                                                  arg_type_codes(record["params"]))
+                function = self._launcher.get_function(module, record.kernel_name, shared_bytes)
+                variant = record.variant
+                self.kernels[name] = LoadedKernel(name, variant.block_h if variant else 0,
+                                                  variant.block_t if variant else 0, function,
+                                                  32 * record.num_warps, shared_bytes, arg_type_codes(record.params))
 
     def load_tables(self) -> None:
         """Every variant the target's tables name, plus the combine kernel."""
-        names = {COMBINE}
+        names = {COMBINE_NAME}
         for table in self.catalog.tables(self.target):
             names.update(row.variant for row in table.rows)
         self.load(sorted(names))

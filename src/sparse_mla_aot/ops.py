@@ -8,9 +8,10 @@ import torch
 
 from sparse_mla_aot import dispatch, paths
 from sparse_mla_aot.catalog import Catalog
-from sparse_mla_aot.launch import COMBINE, DeviceKernels
+from sparse_mla_aot.contract import COMBINE_NAME, D_V
+from sparse_mla_aot.launch import DeviceKernels
 from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
-from sparse_mla_aot.validation import D_V, DecodeCall, check_arguments, check_devices
+from sparse_mla_aot.validation import DecodeCall, check_arguments, check_devices
 
 _catalog: Catalog | None = None
 _devices: dict[int, DeviceKernels] = {}
@@ -72,7 +73,7 @@ def check_indices(call: DecodeCall) -> None:
 
 def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_sink=None, topk_length=None,
                       extra_k_cache=None, extra_indices=None, extra_topk_length=None, out=None, lse=None):
-    """Sparse MLA decode (SPEC section 2). Returns (out [b, s_q, h_q, 512] bf16, lse [b, s_q, h_q] fp32)."""
+    """Sparse MLA decode (docs/design.md#the-operation). Returns (out [b, s_q, h_q, 512] bf16, lse [b, s_q, h_q] fp32)."""
     call = check_arguments(q, k_cache, indices, softmax_scale, kv_format=kv_format, attn_sink=attn_sink,
                            topk_length=topk_length, extra_k_cache=extra_k_cache, extra_indices=extra_indices,
                            extra_topk_length=extra_topk_length, out=out, lse=lse)
@@ -97,7 +98,7 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
     stream = torch.cuda.current_stream(device.index).cuda_stream
     kernels.use_device()
     kernels.launch(split, plan.split_grid, stream, split_arguments(call, plan, partial_out, partial_lse))
-    kernels.launch(kernels.kernels[COMBINE], plan.combine_grid, stream,
+    kernels.launch(kernels.kernels[COMBINE_NAME], plan.combine_grid, stream,
                    combine_arguments(call, plan, partial_out, partial_lse, out, lse))
     return out, lse
 

@@ -1,5 +1,5 @@
 """The launch plan of one call: split variant, split count, grids, workspace. It depends only on shapes and
-the batch bucket (SPEC section 7), so a CUDA graph captured with it stays right for any tensor values."""
+the batch bucket (docs/design.md#runtime-rules), so a CUDA graph captured with it stays right for any tensor values."""
 from __future__ import annotations
 
 import math
@@ -8,22 +8,10 @@ from typing import Callable
 
 import torch
 
-from sparse_mla_aot.validation import D_V, DecodeCall
+from sparse_mla_aot.contract import D_V, MAX_SPLITS
+from sparse_mla_aot.validation import DecodeCall
 
 LOG2_E = 1.4426950408889634
-MAX_SPLITS = 64
-
-# Parameter order of the compiled kernels; checked against each variant's recorded signature at load time.
-SPLIT_ARG_NAMES = (
-    "q_ptr", "k_cache_ptr", "indices_ptr", "topk_length_ptr", "extra_k_cache_ptr", "extra_indices_ptr",
-    "extra_topk_length_ptr", "partial_out_ptr", "partial_lse_ptr", "sm_scale_log2", "s_q", "h_q", "topk",
-    "extra_topk", "num_splits", "has_topk_length", "has_extra_topk_length", "page_size", "block_stride",
-    "extra_page_size", "extra_block_stride",
-)
-COMBINE_ARG_NAMES = (
-    "partial_out_ptr", "partial_lse_ptr", "attn_sink_ptr", "out_ptr", "lse_ptr", "h_q", "num_splits",
-    "has_attn_sink",
-)
 
 
 @dataclass(frozen=True)
@@ -60,7 +48,7 @@ def allocate_partials(plan: LaunchPlan, device: torch.device) -> tuple[torch.Ten
 
 def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
                     pointer: Callable = torch.Tensor.data_ptr) -> tuple:
-    """Arguments in SPLIT_ARG_NAMES order; absent optional tensors are replaced by q (never dereferenced).
+    """Arguments in contract.SPLIT_ARG_NAMES order; absent optional tensors are replaced by q (never dereferenced).
     `pointer` maps a tensor to what the launcher takes: its address (native), or itself (interpreter)."""
     q = pointer(call.q)
     has_extra = call.extra_indices is not None
@@ -79,7 +67,7 @@ def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tenso
 
 def combine_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
                       out: torch.Tensor, lse: torch.Tensor, pointer: Callable = torch.Tensor.data_ptr) -> tuple:
-    """Arguments in COMBINE_ARG_NAMES order."""
+    """Arguments in contract.COMBINE_ARG_NAMES order."""
     sink = call.attn_sink
     partial_lse = pointer(partial_lse)
     return (pointer(partial_out), partial_lse, partial_lse if sink is None else pointer(sink), pointer(out),

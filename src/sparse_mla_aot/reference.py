@@ -13,9 +13,8 @@ import math
 
 import torch
 
-from sparse_mla_aot.kv_cache import KV_FORMAT_DIMS, gather_tokens, quantize_model1, quantize_v32
-
-D_V = 512
+from sparse_mla_aot.contract import D_QK, D_V
+from sparse_mla_aot.kv_cache import gather_tokens, quantize_model1, quantize_v32
 
 # SPEC section 4 tolerances.
 MAX_COS_DIFF = 1e-5
@@ -33,17 +32,17 @@ def _shape(t: torch.Tensor) -> str:
 def resolve_kv_format(d_qk: int, kv_format: str | None) -> str:
     """The kv_format for a query head dim: the given one (checked against d_qk) or inferred from it."""
     if kv_format is None:
-        for name, dims in KV_FORMAT_DIMS.items():
+        for name, dims in D_QK.items():
             if dims == d_qk:
                 return name
         raise ValueError(
             f"q's last dim (d_qk) must be 576 (v32) or 512 (model1) to infer kv_format; got {d_qk}"
         )
-    if kv_format not in KV_FORMAT_DIMS:
+    if kv_format not in D_QK:
         raise ValueError(f"kv_format must be 'v32', 'model1' or None; got {kv_format!r}")
-    if KV_FORMAT_DIMS[kv_format] != d_qk:
+    if D_QK[kv_format] != d_qk:
         raise ValueError(
-            f"q's last dim (d_qk) must be {KV_FORMAT_DIMS[kv_format]} for kv_format {kv_format!r}; got {d_qk}"
+            f"q's last dim (d_qk) must be {D_QK[kv_format]} for kv_format {kv_format!r}; got {d_qk}"
         )
     return kv_format
 
@@ -225,7 +224,7 @@ def assert_close(out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, re
 def _random_cache(
     num_blocks: int, page_size: int, kv_format: str, gen: torch.Generator, device: str | torch.device
 ) -> torch.Tensor:
-    latent = torch.randn((num_blocks, page_size, KV_FORMAT_DIMS[kv_format]), generator=gen)
+    latent = torch.randn((num_blocks, page_size, D_QK[kv_format]), generator=gen)
     # Quantize on the target device: moving a model1 view with .to() would copy its rows and lose
     # the page-blocked layout.
     latent = latent.to(torch.bfloat16).to(device)
@@ -267,14 +266,14 @@ def make_inputs(
     Deterministic for a seed on any device (drawn on the CPU). num_blocks defaults to room for
     2*topk tokens, so the top-k ids of a row are distinct. lengths are uniform in [0, topk].
     """
-    if kv_format not in KV_FORMAT_DIMS:
+    if kv_format not in D_QK:
         raise ValueError(f"kv_format must be 'v32' or 'model1'; got {kv_format!r}")
     for name, value in (("b", b), ("s_q", s_q), ("h_q", h_q), ("topk", topk), ("page_size", page_size)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1; got {value}")
     if extra_topk < 0:
         raise ValueError(f"extra_topk must be >= 0; got {extra_topk}")
-    d_qk = KV_FORMAT_DIMS[kv_format]
+    d_qk = D_QK[kv_format]
     gen = torch.Generator().manual_seed(seed)
 
     def blocks_for(n_tokens: int, ps: int) -> int:

@@ -8,17 +8,13 @@ from dataclasses import dataclass
 
 import torch
 
+from sparse_mla_aot.contract import BYTES_PER_TOKEN, D_QK, D_V, LAYOUTS, SUPPORTED_H_Q, TOKEN_GRANULE
 from sparse_mla_aot.kv_cache import model1_page_bytes
 
-SUPPORTED_H_Q = (8, 16, 32, 64, 128)
-KV_FORMAT_BY_D_QK = {576: "v32", 512: "model1"}
-BYTES_PER_TOKEN = {"v32": 656, "model1": 584}
-RECORD_BYTES = {"v32": 656, "model1": 576}
+KV_FORMAT_BY_D_QK = {d_qk: kv_format for kv_format, d_qk in D_QK.items()}
 CACHE_DTYPES = (torch.uint8, torch.float8_e4m3fn, torch.int8)
-TOKEN_GRANULE = 64
 MAX_TOPK = 16384
 ALIGNMENT = 16
-D_V = 512
 
 
 @dataclass(frozen=True)
@@ -108,7 +104,7 @@ def _cache_geometry(name: str, cache: torch.Tensor, kv_format: str) -> tuple[int
         page_bytes = model1_page_bytes(page_size)
         if block_stride != page_bytes:
             raise ValueError(f"{name}: a model1 page block of page_size {page_size} is {page_size}*{per_token} "
-                             f"bytes padded to a multiple of 576 = {page_bytes}, so stride(0) must be {page_bytes}; "
+                             f"bytes padded to a multiple of {LAYOUTS[kv_format].page_align} = {page_bytes}, so stride(0) must be {page_bytes}; "
                              f"got {block_stride}")
     if block_stride % ALIGNMENT or cache.data_ptr() % ALIGNMENT:
         raise ValueError(f"{name}: page blocks must be {ALIGNMENT}-byte aligned; got stride(0) = {block_stride}, "
@@ -132,13 +128,13 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
         raise ValueError(f"q must be bfloat16 [b, s_q, h_q, d_qk]; got {_describe(q)}")
     batch, s_q, h_q, d_qk = q.shape
     if d_qk not in KV_FORMAT_BY_D_QK:
-        raise ValueError(f"q: d_qk must be 576 (v32) or 512 (model1); got {d_qk}")
+        raise ValueError(f"q: d_qk must be {' or '.join(f'{d} ({f})' for f, d in D_QK.items())}; got {d_qk}")
     if kv_format is None:
         kv_format = KV_FORMAT_BY_D_QK[d_qk]
     elif not isinstance(kv_format, str) or kv_format not in BYTES_PER_TOKEN:
         raise ValueError(f"kv_format must be 'v32', 'model1' or None; got {kv_format!r}")
     elif KV_FORMAT_BY_D_QK[d_qk] != kv_format:
-        raise ValueError(f"kv_format {kv_format!r} needs d_qk {576 if kv_format == 'v32' else 512}; q has d_qk {d_qk}")
+        raise ValueError(f"kv_format {kv_format!r} needs d_qk {D_QK[kv_format]}; q has d_qk {d_qk}")
     if h_q not in SUPPORTED_H_Q:
         raise ValueError(f"q: h_q must be one of {SUPPORTED_H_Q}; got {h_q}")
     if batch < 1 or s_q < 1:
@@ -172,7 +168,7 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
     if attn_sink is not None:
         _require("attn_sink", _require_tensor("attn_sink", attn_sink), torch.float32, (h_q,), "float32 [h_q]")
     if out is not None:
-        _require("out", _require_tensor("out", out), torch.bfloat16, (batch, s_q, h_q, D_V), "bfloat16 [b, s_q, h_q, 512]")
+        _require("out", _require_tensor("out", out), torch.bfloat16, (batch, s_q, h_q, D_V), f"bfloat16 [b, s_q, h_q, {D_V}]")
     if lse is not None:
         _require("lse", _require_tensor("lse", lse), torch.float32, (batch, s_q, h_q), "float32 [b, s_q, h_q]")
     return DecodeCall(q, k_cache, indices, scale, kv_format, batch, s_q, h_q, topk, page_size,

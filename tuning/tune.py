@@ -14,13 +14,14 @@ from pathlib import Path
 import torch
 
 import sparse_mla_aot
-from build_tools import paths
-from build_tools.gpu_timing import InputSets, Shape, capture, forced, replay_times_us, summary
 from build_tools.measurements import CSV_FIELDS, Key, best_per_batch, header, read_rows, table_rows, write_rows
 from build_tools.render import write_if_different
+from build_tools.tables import table_path
 from sparse_mla_aot import ops
-from sparse_mla_aot.dispatch import force_spec
+from sparse_mla_aot.contract import ArtifactRecord, table_stem
+from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
+from tuning.gpu_timing import InputSets, Shape, capture, replay_times_us, summary
 
 BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
@@ -36,20 +37,21 @@ SCREEN_MARGIN = 1.3
 PROBE_CUT = 2.0
 
 
-def candidates(target: str, kv_format: str, pattern: str) -> dict[str, dict]:
+def candidates(target: str, kv_format: str, pattern: str) -> dict[str, ArtifactRecord]:
     shipped = ops.catalog().shipped(target)
     return {name: r for name, r in sorted(shipped.items())
-            if r["kind"] == "split" and r["variant"]["kv_format"] == kv_format and fnmatch.fnmatch(name, pattern)}
+            if r.variant and r.variant.kv_format == kv_format and fnmatch.fnmatch(name, pattern)}
 
 
-def numerics_rejects(shape: Shape, records: dict[str, dict]) -> dict[str, str]:
-    """Each variant once on random inputs with every option (4 splits) against the reference of SPEC section 4."""
+def numerics_rejects(shape: Shape, records: dict[str, ArtifactRecord]) -> dict[str, str]:
+    """Each variant once on random inputs with every option (4 splits) against the reference, by the numerics rule
+    (docs/design.md#numerics)."""
     inputs = make_inputs(4, 2, shape.h_q, shape.topk, shape.kv_format, extra_topk=shape.extra_topk,
                          with_sink=True, with_topk_length=True, device="cuda", seed=7)
     ref_out, ref_lse = reference_sparse_mla_decode(**inputs)
     rejects = {}
     for name, record in records.items():
-        with forced(force_spec(record["variant"], 4)):
+        with forcing(force_spec(record.variant, 4)):
             out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
         figures = check_close(out.float(), lse, ref_out.float(), ref_lse.float())
         if not figures["ok"]:
@@ -57,10 +59,10 @@ def numerics_rejects(shape: Shape, records: dict[str, dict]) -> dict[str, str]:
     return rejects
 
 
-def points(shape: Shape, records: dict[str, dict], splits) -> list[tuple[str, int]]:
+def points(shape: Shape, records: dict[str, ArtifactRecord], splits) -> list[tuple[str, int]]:
     """(variant, split count) pairs; more splits than tiles would be the same launch as tiles splits."""
     return [(name, s) for name, record in records.items() for s in splits
-            if s <= (shape.topk + shape.extra_topk) // record["variant"]["block_t"]]
+            if s <= (shape.topk + shape.extra_topk) // record.variant.block_t]
 
 
 def contenders(screened: dict[tuple[str, int], float], margin: float = SCREEN_MARGIN) -> list[tuple[str, int]]:
@@ -69,7 +71,7 @@ def contenders(screened: dict[tuple[str, int], float], margin: float = SCREEN_MA
     return sorted(p for p, median in screened.items() if median <= margin * best)
 
 
-def measure(shape: Shape, records: dict[str, dict], batches, splits, replays: int, csv_path: Path,
+def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, replays: int, csv_path: Path,
             done: dict[Key, dict], log) -> list[dict]:
     """Screen every (variant, split) per batch, then measure the contenders in full. Appends each row to csv_path
     as it is measured, so an interrupted tune resumes where it stopped."""
@@ -85,7 +87,7 @@ def measure(shape: Shape, records: dict[str, dict], batches, splits, replays: in
         def timed(batch, sets, name, num_splits, stage, count, cut_us=float("inf")):
             key = (batch, name, num_splits, stage)
             if key not in done:
-                with forced(force_spec(records[name]["variant"], num_splits)):
+                with forcing(force_spec(records[name].variant, num_splits)):
                     graph = capture(sets, warmups=1)
                 times = replay_times_us(graph, len(sets), 1)
                 if times[0] <= cut_us:
@@ -165,7 +167,7 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
         print(f"rejected {name}: fails numerics on this GPU: {why}", file=log, flush=True)
     passing = {n: r for n, r in records.items() if n not in rejects}
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{target}_{shape.kv_format}_h{shape.h_q}"
+    stem = f"{target}_{table_stem(shape.kv_format, shape.h_q)}"
     done = read_rows(out_dir / f"{stem}.csv")
     resumed = len(done)
     started = time.monotonic()
@@ -189,7 +191,7 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
         },
         "rows": table_rows(best),
     }
-    path = paths.VARIANTS_DIR / target / f"{shape.kv_format}_h{shape.h_q}.json"
+    path = table_path(target, shape.kv_format, shape.h_q)
     write_if_different(path, json.dumps(table, indent=1) + "\n")
     plot(rows, best, shape, out_dir / f"{stem}.png")
     return {"table": str(path), "best": {b: (r["variant"], r["num_splits"], r["median_us"]) for b, r in best.items()},

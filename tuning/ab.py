@@ -1,10 +1,10 @@
-"""`ab` (on a GPU host): the field report's A/B experiment as one command. Same inputs, A and B captured as
+"""`ab` (on a GPU host): the A/B experiment of the sm120 prototype (docs/design.md#the-sm120-prototype) as one command. Same inputs, A and B captured as
 graphs and replayed alternately; per batch size the median and spread (p10..p90) of each, and a verdict only
 where the medians differ by more than the larger spread."""
 from __future__ import annotations
 
-from build_tools.gpu_timing import InputSets, Shape, capture, forced, replay_times_us, summary
-from sparse_mla_aot.dispatch import parse_force
+from sparse_mla_aot.dispatch import forcing, parse_force
+from tuning.gpu_timing import InputSets, Shape, capture, replay_times_us, summary
 
 
 def parse_side(value: str) -> str | None:
@@ -28,9 +28,9 @@ def run_ab(shape: Shape, a: str | None, b: str | None, batches, rounds: int = 20
     results = []
     for batch in batches:
         sets = inputs.sets_for(batch)
-        with forced(a):
+        with forcing(a):
             graph_a = capture(sets)
-        with forced(b):
+        with forcing(b):
             graph_b = capture(sets)
         times_a, times_b = [], []
         for _ in range(rounds):  # alternate, so drift (clocks, temperature) hits both sides alike

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from sparse_mla_aot.contract import Resources
 
 MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
 RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
@@ -23,8 +25,13 @@ class CubinInspection:
     local_bytes: int
     mma_instructions: tuple[str, ...]
 
-    def to_json(self) -> dict:
-        return {**asdict(self), "mma_instructions": list(self.mma_instructions)}
+    def resources(self, dynamic_shared_bytes: int) -> Resources:
+        """The record's resources: these figures plus the dynamic shared memory Triton launches with."""
+        return Resources(elf_arch=self.elf_arch, registers=self.registers, stack_bytes=self.stack_bytes,
+                         local_bytes=self.local_bytes, shared_static_bytes=self.shared_static_bytes,
+                         dynamic_shared_bytes=dynamic_shared_bytes,
+                         total_shared_bytes=dynamic_shared_bytes + self.shared_static_bytes,
+                         mma_instructions=self.mma_instructions)
 
 
 def cuobjdump_path() -> Path:

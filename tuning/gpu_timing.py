@@ -3,19 +3,15 @@ median of many, inputs rotated over sets larger than L2). Uses the installed run
 from __future__ import annotations
 
 import math
-import os
 import statistics
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 import sparse_mla_aot
-from sparse_mla_aot.paths import FORCE_ENV
-from sparse_mla_aot.kv_cache import KV_FORMAT_DIMS as D_QK
+from sparse_mla_aot.contract import BYTES_PER_TOKEN, D_QK, D_V
 from sparse_mla_aot.reference import make_inputs
-from sparse_mla_aot.validation import BYTES_PER_TOKEN
 
 CACHE_TOKENS = 262144  # one shared cache of ~150 MB: the gathers land mostly outside the H200's 60 MB L2
 ROTATION_BYTES = 120 * 2**20  # each timed replay touches at least this much distinct cache (2x L2)
@@ -65,23 +61,9 @@ class InputSets:
                              dtype=torch.int32)
 
 
-@contextmanager
-def forced(spec: str | None):
-    """Run under SPARSE_MLA_AOT_FORCE=spec (None: the dispatch table), restoring the environment after."""
-    previous = os.environ.pop(FORCE_ENV, None)
-    if spec:
-        os.environ[FORCE_ENV] = spec
-    try:
-        yield
-    finally:
-        os.environ.pop(FORCE_ENV, None)
-        if previous is not None:
-            os.environ[FORCE_ENV] = previous
-
-
 def capture(sets: list[dict], decode: Callable | None = None, warmups: int = 2) -> torch.cuda.CUDAGraph:
-    """One graph that decodes every set once (decode: the installed op unless given; wrap in `forced` to pin a
-    variant), replayed `warmups` times. The eager call first loads (or, for a JIT peer, compiles and tunes)
+    """One graph that decodes every set once (decode: the installed op unless given; wrap in dispatch.forcing to
+    pin a variant), replayed `warmups` times. The eager call first loads (or, for a JIT peer, compiles and tunes)
     outside capture."""
     decode = decode or sparse_mla_aot.sparse_mla_decode
     decode(**sets[0])
@@ -140,9 +122,9 @@ def measure_ceilings() -> dict:
 
 def floor_us(shape: Shape, batch_rows: int, ceilings: dict) -> float:
     """No kernel beats max(bytes it must move / copy bandwidth, its matmul FLOPs / bf16 matrix rate): the gathered
-    cache records, q, out and lse; QK^T over d_qk and PV over 512 per head and token."""
+    cache records, q, out and lse; QK^T over d_qk and PV over d_v per head and token."""
     tokens = batch_rows * (shape.topk + shape.extra_topk)
-    per_head = D_QK[shape.kv_format] * 2 + 512 * 2 + 4  # q (bf16), out (bf16), lse (fp32)
+    per_head = D_QK[shape.kv_format] * 2 + D_V * 2 + 4  # q (bf16), out (bf16), lse (fp32)
     moved = tokens * BYTES_PER_TOKEN[shape.kv_format] + batch_rows * shape.h_q * per_head
-    flops = 2 * tokens * shape.h_q * (D_QK[shape.kv_format] + 512)
+    flops = 2 * tokens * shape.h_q * (D_QK[shape.kv_format] + D_V)
     return max(moved / ceilings["copy_bytes_per_s"], flops / ceilings["bf16_flops_per_s"]) * 1e6
