@@ -116,7 +116,7 @@ def build_artifact(job: Job) -> ArtifactRecord:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.cubin)
         cubin.flush()
-        resources = inspect_cubin(Path(cubin.name), compiled.kernel_name).resources(compiled.shared_bytes)
+        resources = inspect_cubin(Path(cubin.name), compiled.kernel_name, compiled.shared_bytes)
     decision = decide(job.target, resources)
     binary_path = job.out_dir / _binary_name(job.rendered.name, job.target)
     write_atomic(binary_path, compiled.binary)

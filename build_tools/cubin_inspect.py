@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from sparse_mla_aot.contract import Resources
@@ -12,24 +11,6 @@ from sparse_mla_aot.contract import Resources
 MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
 RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 ELF_ARCH = re.compile(r"code for (sm_\d+[a-z]?)")
-
-
-@dataclass(frozen=True)
-class CubinInspection:
-    elf_arch: str  # e.g. "sm_120a"
-    registers: int
-    stack_bytes: int
-    shared_static_bytes: int
-    local_bytes: int
-    mma_instructions: tuple[str, ...]
-
-    def resources(self, dynamic_shared_bytes: int) -> Resources:
-        """The record's resources: these figures plus the dynamic shared memory Triton launches with."""
-        return Resources(elf_arch=self.elf_arch, registers=self.registers, stack_bytes=self.stack_bytes,
-                         local_bytes=self.local_bytes, shared_static_bytes=self.shared_static_bytes,
-                         dynamic_shared_bytes=dynamic_shared_bytes,
-                         total_shared_bytes=dynamic_shared_bytes + self.shared_static_bytes,
-                         mma_instructions=self.mma_instructions)
 
 
 def cuobjdump_path() -> Path:
@@ -42,8 +23,9 @@ def _cuobjdump(*args: str) -> str:
     return subprocess.run([str(cuobjdump_path()), *args], check=True, capture_output=True, text=True).stdout
 
 
-def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
-    """One cuobjdump call: the resource table, the SASS ("code for sm_XX" names the ELF's arch) and its MMAs."""
+def inspect_cubin(cubin: Path, kernel_name: str, dynamic_shared_bytes: int) -> Resources:
+    """One cuobjdump call: the resource table, the SASS ("code for sm_XX" names the ELF's arch) and its MMAs; with
+    the dynamic shared memory Triton launches the kernel with (its metadata), the record's resources."""
     dump = _cuobjdump("--dump-resource-usage", "--dump-sass", str(cubin))
     section = dump.split(f"Function {kernel_name}:", 1)
     match = RESOURCE_LINE.search(section[1] if len(section) == 2 else "")
@@ -52,8 +34,9 @@ def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
     registers, stack, shared, local = (int(g) for g in match.groups())
     arch = ELF_ARCH.search(dump)
     mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
-    return CubinInspection(
+    return Resources(
         elf_arch=arch.group(1) if arch else "unknown",
-        registers=registers, stack_bytes=stack, shared_static_bytes=shared, local_bytes=local,
+        registers=registers, stack_bytes=stack, local_bytes=local, shared_static_bytes=shared,
+        dynamic_shared_bytes=dynamic_shared_bytes, total_shared_bytes=dynamic_shared_bytes + shared,
         mma_instructions=tuple(mma),
     )
