@@ -17,7 +17,7 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import sparse_mla_decode
-from sparse_mla_aot.contract import Variant
+from sparse_mla_aot.contract import COMBINE_NAME, Variant
 from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
@@ -114,7 +114,7 @@ def host_overhead(calls: int = 2000) -> dict:
     call = validation.check_arguments(**inputs, out=out, lse=lse)
     kernels = ops._kernels_for(0)
     choice = dispatch.choose(kernels.catalog, kernels.target, "model1", 16, 1)
-    split, combine = kernels.kernels[choice.variant], kernels.kernels["combine"]
+    split, combine = kernels.kernels[choice.variant], kernels.kernels[COMBINE_NAME]
     p = plan.make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
     partials = plan.allocate_partials(p, call.q.device)
     stream = torch.cuda.current_stream().cuda_stream

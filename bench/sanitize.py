@@ -6,9 +6,9 @@ SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at tw
 
 Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pages, the last page only half
 filled, and one index at the last filled token. Every output is also checked against the reference
-(docs/design.md#numerics); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer processes;
-prints a summary table and writes the full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the figures
-to $OUT/sanitize_<label>.json.
+(docs/design.md#numerics); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer
+processes; prints a summary table and writes the full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the
+figures to $OUT/sanitize_<label>.json.
 
     python bench/sanitize.py --label sm90            # GPU host, sparse_mla_aot installed; compute-sanitizer on PATH
 """

@@ -7,9 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-from build_tools import paths
-from build_tools.report import format_table
-from build_tools.variant import load_targets
+# The build imports the contract it shares with the runtime from this checkout's src/ (never from an installed
+# wheel, which may be another version); the build graph's edges run this module too.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from build_tools import paths  # noqa: E402
+from build_tools.report import format_table  # noqa: E402
+from build_tools.variant import load_targets  # noqa: E402
 
 
 def _targets(value: str) -> list[str]:

@@ -124,7 +124,7 @@ def compile_artifact(target: Target, name: str, out_dir: Path) -> ArtifactRecord
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.cubin)
         cubin.flush()
-        resources = inspect_cubin(Path(cubin.name), compiled.kernel_name).resources(compiled.shared_bytes)
+        resources = inspect_cubin(Path(cubin.name), compiled.kernel_name, compiled.shared_bytes)
     decision = decide(target, resources)
     binary_path = out_dir / f"{name}.{target.binary}"
     write_atomic(binary_path, compiled.binary)

@@ -10,6 +10,7 @@ sources whose text changed, a grid with one more variant compiles that variant. 
 the graph (only when its text changes) and runs ninja; `ninja -C build/<target>` runs the same graph by hand."""
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shlex
@@ -114,14 +115,16 @@ def configure(target: Target, variants: list[Variant], grid: Path) -> Path:
 
 
 def run_ninja(out_dir: Path, jobs: int, log: TextIO) -> None:
-    """ninja over the graph, its progress lines into log; raises naming the failed edge's exit status."""
+    """ninja over the graph, its progress lines into log; a failure raises with ninja's last lines."""
     import ninja
 
     env = dict(os.environ, NINJA_STATUS=NINJA_STATUS)
     command = [str(Path(ninja.BIN_DIR) / "ninja"), "-C", str(out_dir), "-j", str(jobs)]
+    last_lines = collections.deque(maxlen=40)
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         for line in proc.stdout:
             print(line, end="", file=log, flush=True)
+            last_lines.append(line)
     if proc.returncode != 0:
-        raise RuntimeError(f"ninja -C {out_dir} failed (exit status {proc.returncode}); the failing edge's output "
-                           "is above; fix it and rerun: finished artifacts are kept")
+        raise RuntimeError(f"ninja -C {out_dir} failed (exit status {proc.returncode}); finished artifacts are "
+                           "kept, a rerun resumes. Its last lines:\n" + "".join(last_lines))

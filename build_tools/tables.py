@@ -28,7 +28,7 @@ FAMILIES = {
 RULE = ("heuristic: {family}; block_h 16 while bound * ceil(h_q/16) < {sms} multiprocessors (heads are the "
         "parallelism a small batch has), above that the largest shipped block_h <= min(h_q, {max_block_h}) (each "
         "token is gathered once per head block); num_splits the smallest power of two with bound * "
-        "ceil(h_q/block_h) * num_splits >= {sms}, at most 64; the open last row as the last bound. ")
+        "ceil(h_q/block_h) * num_splits >= {sms}, at most {max_splits}; the open last row as the last bound. ")
 # "The sm120 prototype": the earlier JIT-autotuned kernel measured on an sm120 (docs/design.md#the-sm120-prototype).
 WHY = {
     "sm90": ("Family: the sm120 prototype's winner (block_t 16, 4 warps: 8 warps lost at every concurrency). "
@@ -97,7 +97,8 @@ def heuristic_table(target: str, records: dict[str, ArtifactRecord], kv_format: 
     rows.append({**rows[-1], "max_batch_rows": None})
     family = _family(target, kv_format)
     described = f"block_t {family['block_t']}, {family['num_warps']} warps, {family['num_stages']} stages"
-    rule = RULE.format(family=described, sms=sms, max_block_h=family["max_block_h"]) + WHY[_group(target)]
+    rule = (RULE.format(family=described, sms=sms, max_block_h=family["max_block_h"], max_splits=MAX_SPLITS)
+            + WHY[_group(target)])
     return {"target": target, "kv_format": kv_format, "h_q": h_q,
             "provenance": {"kind": "heuristic", "rule": rule,
                            "command": f"python -m build_tools tables --target {target}"},

@@ -17,14 +17,14 @@ import pytest
 
 from build_tools import artifact, paths
 from build_tools.build import build_target
-from build_tools.cubin_inspect import CubinInspection, cuobjdump_path
+from build_tools.cubin_inspect import cuobjdump_path
 from build_tools.package import stage
 from build_tools.report import read_report
 from build_tools.selection import decide
 from build_tools.variant import get_target, load_grid, load_targets
 from sparse_mla_aot import plan
 from sparse_mla_aot.catalog import Catalog
-from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord
+from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord, Resources
 from sparse_mla_aot.dispatch import explain
 
 GRID = """
@@ -81,7 +81,9 @@ def test_report_prunes_everything_over_the_limit_with_its_figure(sm120_build):
 def _resources(dynamic_shared, **overrides):
     fields = dict(elf_arch="sm_120f", registers=128, stack_bytes=0, shared_static_bytes=0, local_bytes=0,
                   mma_instructions=("HMMA.16816.F32.BF16",))
-    return CubinInspection(**{**fields, **overrides}).resources(dynamic_shared)
+    fields.update(overrides)
+    return Resources(**fields, dynamic_shared_bytes=dynamic_shared,
+                     total_shared_bytes=dynamic_shared + fields["shared_static_bytes"])
 
 
 def test_decide_prunes_over_the_limit_and_warns_on_spills():

@@ -1,4 +1,4 @@
-"""SPEC section 7 on CPU: a first call under CUDA-graph capture never loads kernels (clear error instead);
+"""docs/design.md#runtime-rules on CPU: a first call under CUDA-graph capture never loads kernels (clear error instead);
 a forced variant that is not loaded cannot be loaded under capture either."""
 import pytest
 import torch

@@ -1,7 +1,7 @@
-"""The debug index check (SPEC section 2: env SPARSE_MLA_AOT_CHECK=1 verifies on the host that indices address
-tokens inside their cache, and raises). ops.check_indices is exercised directly on CPU DecodeCalls, and through
-sparse_mla_decode for its place in the call order: argument checks, then the device check, then (only with
-SPARSE_MLA_AOT_CHECK=1) the index check, then kernel loading."""
+"""The debug index check (docs/design.md#the-operation: env SPARSE_MLA_AOT_CHECK=1 verifies on the host that
+indices address tokens inside their cache, and raises). ops.check_indices is exercised directly on CPU DecodeCalls,
+and through sparse_mla_decode for its place in the call order: argument checks, then the device check, then (only
+with SPARSE_MLA_AOT_CHECK=1) the index check, then kernel loading."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Byte layouts and round trips of the packed fp8 KV caches (SPEC section 3)."""
+"""Byte layouts and round trips of the packed fp8 KV caches (docs/design.md#kv-cache-layouts)."""
 
 from __future__ import annotations
 

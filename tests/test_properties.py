@@ -116,7 +116,7 @@ def _misaligned(shape, dtype):
 
 
 def _acceptable(t, dtype, shape) -> bool:
-    """SPEC section 2 for a plain tensor argument: this dtype and shape, contiguous, 16-byte aligned."""
+    """docs/design.md#the-operation for a plain tensor argument: this dtype and shape, contiguous, 16-byte aligned."""
     return (isinstance(t, torch.Tensor) and t.dtype == dtype and tuple(t.shape) == tuple(shape)
             and t.is_contiguous() and t.data_ptr() % 16 == 0)
 
@@ -206,7 +206,7 @@ CACHE_BAD = {"v32": [*CACHE_BAD_BOTH, "records672"], "model1": [*CACHE_BAD_BOTH,
 
 
 def _cache(draw, case: Case, name: str, fmt: str, mode: str) -> int:
-    """A packed cache in `fmt`'s layout (SPEC section 3), valid or broken; returns its page size."""
+    """A packed cache in `fmt`'s layout (docs/design.md#kv-cache-layouts), valid or broken; returns its page size."""
     per = PER_TOKEN[fmt]
     num_blocks = draw(st.integers(1, 3))
     page_size = draw(st.sampled_from([1, 2, 3, 16, 64]))

@@ -1,4 +1,4 @@
-"""The sparse MLA decode reference (SPEC section 2) and the pass rule (SPEC section 4)."""
+"""The sparse MLA decode reference (docs/design.md#the-operation) and the pass rule (docs/design.md#numerics)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Argument checks of sparse_mla_decode (SPEC section 2): every rule is exercised with CPU tensors, and each
-failure must be the right exception type with a message naming the argument, what was expected and what came.
-A call that passes every check on CPU tensors must then fail on the device check (SPEC section 7), before any
-driver or native-launcher use."""
+"""Argument checks of sparse_mla_decode (docs/design.md#the-operation): every rule is exercised with CPU tensors,
+and each failure must be the right exception type with a message naming the argument, what was expected and what
+came. A call that passes every check on CPU tensors must then fail on the device check
+(docs/design.md#runtime-rules), before any driver or native-launcher use."""
 from __future__ import annotations
 
 import dataclasses

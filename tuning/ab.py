@@ -1,6 +1,6 @@
-"""`ab` (on a GPU host): the A/B experiment of the sm120 prototype (docs/design.md#the-sm120-prototype) as one command. Same inputs, A and B captured as
-graphs and replayed alternately; per batch size the median and spread (p10..p90) of each, and a verdict only
-where the medians differ by more than the larger spread."""
+"""`ab` (on a GPU host): the A/B experiment of the sm120 prototype (docs/design.md#the-sm120-prototype) as one
+command. Same inputs, A and B captured as graphs and replayed alternately; per batch size the median and spread
+(p10..p90) of each, and a verdict only where the medians differ by more than the larger spread."""
 from __future__ import annotations
 
 from sparse_mla_aot.dispatch import forcing, parse_force

@@ -60,6 +60,11 @@ class Layout:
         """Dims sharing one scale."""
         return self.scaled_chunks[0].width
 
+    @property
+    def nope_dims(self) -> int:
+        """Dims stored as fp8 (the latent's first dims)."""
+        return len(self.scaled_chunks) * self.tile
+
 
 LAYOUTS = {
     # 656 B/token: 512 e4m3 | 4 fp32 scales (one per 128 dims) | 64 bf16 rope (QK only). V = the 512 nope dims.

@@ -21,27 +21,9 @@ from sparse_mla_aot.contract import D_QK, LAYOUTS
 
 E4M3_MAX = 448.0
 
-# Byte offsets and widths, derived from the layouts the kernels are rendered from (contract.LAYOUTS).
+# Byte offsets and widths come from the layouts the kernels are rendered from.
 _V32 = LAYOUTS["v32"]
-V32_TOKEN_BYTES = _V32.bytes_per_token
-V32_ROPE_DIMS = _V32.rope.width
-V32_DIMS = _V32.d_qk
-V32_NOPE_DIMS = V32_DIMS - V32_ROPE_DIMS
-V32_TILE = _V32.tile
-V32_NUM_TILES = len(_V32.scaled_chunks)
-V32_SCALE_OFFSET = _V32.scaled_chunks[0].scale_byte
-V32_ROPE_OFFSET = _V32.rope.byte
-
 _MODEL1 = LAYOUTS["model1"]
-MODEL1_TOKEN_BYTES = _MODEL1.bytes_per_token
-MODEL1_ROPE_DIMS = _MODEL1.rope.width
-MODEL1_DIMS = _MODEL1.d_qk
-MODEL1_NOPE_DIMS = MODEL1_DIMS - MODEL1_ROPE_DIMS
-MODEL1_TILE = _MODEL1.tile
-MODEL1_NUM_TILES = len(_MODEL1.scaled_chunks)
-MODEL1_RECORD_BYTES = _MODEL1.record_bytes
-MODEL1_SCALE_RECORD_BYTES = _MODEL1.scale_record_bytes
-MODEL1_PAGE_ALIGN = _MODEL1.page_align
 UE8M0_BIAS = 127
 
 # Smallest scale exponent used: 2^-126 is the smallest normal float32, and keeps an all-zero tile's
@@ -119,15 +101,15 @@ def quantize_v32(latent: torch.Tensor) -> torch.Tensor:
 
     Builds the cache bytes a DeepSeek-V3.2 engine would hold, so kernels can be tested on them.
     """
-    _check_latent(latent, V32_DIMS, "v32")
+    _check_latent(latent, _V32.d_qk, "v32")
     x = latent.float()
-    tiles = x[..., :V32_NOPE_DIMS].unflatten(-1, (V32_NUM_TILES, V32_TILE))
+    tiles = x[..., :_V32.nope_dims].unflatten(-1, (len(_V32.scaled_chunks), _V32.tile))
     scale = _pow2(_scale_exponent(tiles))
     packed = torch.cat(
         [
             _to_e4m3_bytes(tiles, scale),
             scale.contiguous().view(torch.uint8),
-            _bf16_bytes(x[..., V32_NOPE_DIMS:]),
+            _bf16_bytes(x[..., _V32.nope_dims:]),
         ],
         dim=-1,
     )
@@ -137,11 +119,11 @@ def quantize_v32(latent: torch.Tensor) -> torch.Tensor:
 def dequantize_v32(cache: torch.Tensor) -> torch.Tensor:
     """Unpack v32 token bytes [..., 656] (any leading shape, any view) into float32 [..., 576]."""
     raw = _as_bytes(cache, "cache")
-    if raw.dim() < 1 or raw.shape[-1] != V32_TOKEN_BYTES:
-        raise ValueError(f"cache must be [..., {V32_TOKEN_BYTES}] for v32; got {_shape(cache)}")
-    scale = raw[..., V32_SCALE_OFFSET:V32_ROPE_OFFSET].contiguous().view(torch.float32)
-    nope = _from_e4m3_bytes(raw[..., :V32_NOPE_DIMS], scale)
-    rope = _from_bf16_bytes(raw[..., V32_ROPE_OFFSET:])
+    if raw.dim() < 1 or raw.shape[-1] != _V32.bytes_per_token:
+        raise ValueError(f"cache must be [..., {_V32.bytes_per_token}] for v32; got {_shape(cache)}")
+    scale = raw[..., _V32.scaled_chunks[0].scale_byte:_V32.rope.byte].contiguous().view(torch.float32)
+    nope = _from_e4m3_bytes(raw[..., :_V32.nope_dims], scale)
+    rope = _from_bf16_bytes(raw[..., _V32.rope.byte:])
     return torch.cat([nope, rope], dim=-1)
 
 
@@ -149,8 +131,8 @@ def model1_page_bytes(page_size: int) -> int:
     """Bytes of one model1 page block: page_size * 584 rounded up to a multiple of 576."""
     if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
         raise ValueError(f"page_size must be a positive int; got {page_size!r}")
-    raw = page_size * MODEL1_TOKEN_BYTES
-    return -(-raw // MODEL1_PAGE_ALIGN) * MODEL1_PAGE_ALIGN
+    raw = page_size * _MODEL1.bytes_per_token
+    return -(-raw // _MODEL1.page_align) * _MODEL1.page_align
 
 
 def quantize_model1(latent: torch.Tensor) -> torch.Tensor:
@@ -161,28 +143,28 @@ def quantize_model1(latent: torch.Tensor) -> torch.Tensor:
     584-byte rows are not token records (the page is blocked); only shape and block stride matter.
     Do not `.contiguous()`, `.clone()` or `.to(device)` it: those copy the rows and lose the layout.
     """
-    _check_latent(latent, MODEL1_DIMS, "model1")
+    _check_latent(latent, _MODEL1.d_qk, "model1")
     num_blocks, page_size, _ = latent.shape
     page_bytes = model1_page_bytes(page_size)
     x = latent.float()
-    tiles = x[..., :MODEL1_NOPE_DIMS].unflatten(-1, (MODEL1_NUM_TILES, MODEL1_TILE))
+    tiles = x[..., :_MODEL1.nope_dims].unflatten(-1, (len(_MODEL1.scaled_chunks), _MODEL1.tile))
     exponent = _scale_exponent(tiles)
     records = torch.cat(
-        [_to_e4m3_bytes(tiles, _pow2(exponent)), _bf16_bytes(x[..., MODEL1_NOPE_DIMS:])], dim=-1
+        [_to_e4m3_bytes(tiles, _pow2(exponent)), _bf16_bytes(x[..., _MODEL1.nope_dims:])], dim=-1
     )
     scale_records = torch.zeros(
-        (num_blocks, page_size, MODEL1_SCALE_RECORD_BYTES), dtype=torch.uint8, device=latent.device
+        (num_blocks, page_size, _MODEL1.scale_record_bytes), dtype=torch.uint8, device=latent.device
     )
-    scale_records[..., :MODEL1_NUM_TILES] = (exponent + UE8M0_BIAS).to(torch.uint8)
+    scale_records[..., :len(_MODEL1.scaled_chunks)] = (exponent + UE8M0_BIAS).to(torch.uint8)
 
     buffer = torch.zeros((num_blocks, page_bytes), dtype=torch.uint8, device=latent.device)
-    scales_at = page_size * MODEL1_RECORD_BYTES
+    scales_at = page_size * _MODEL1.record_bytes
     buffer[:, :scales_at] = records.flatten(1)
-    buffer[:, scales_at : scales_at + page_size * MODEL1_SCALE_RECORD_BYTES] = scale_records.flatten(1)
+    buffer[:, scales_at : scales_at + page_size * _MODEL1.scale_record_bytes] = scale_records.flatten(1)
     return torch.as_strided(
         buffer.flatten(),
-        (num_blocks, page_size, 1, MODEL1_TOKEN_BYTES),
-        (page_bytes, MODEL1_TOKEN_BYTES, MODEL1_TOKEN_BYTES, 1),
+        (num_blocks, page_size, 1, _MODEL1.bytes_per_token),
+        (page_bytes, _MODEL1.bytes_per_token, _MODEL1.bytes_per_token, 1),
     )
 
 
@@ -193,33 +175,33 @@ def _model1_records(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     stride(0), the way a kernel would; the view's own 584-byte rows are not used.
     """
     raw = _as_bytes(cache, "k_cache")
-    if raw.dim() != 4 or raw.shape[2] != 1 or raw.shape[3] != MODEL1_TOKEN_BYTES:
+    if raw.dim() != 4 or raw.shape[2] != 1 or raw.shape[3] != _MODEL1.bytes_per_token:
         raise ValueError(
-            f"k_cache must be [num_blocks, page_size, 1, {MODEL1_TOKEN_BYTES}] for model1; "
+            f"k_cache must be [num_blocks, page_size, 1, {_MODEL1.bytes_per_token}] for model1; "
             f"got {_shape(cache)}"
         )
     num_blocks, page_size = raw.shape[0], raw.shape[1]
     block_stride = raw.stride(0)
-    page_used = page_size * MODEL1_TOKEN_BYTES
+    page_used = page_size * _MODEL1.bytes_per_token
     if num_blocks > 1 and block_stride < page_used:
         raise ValueError(
-            f"k_cache block stride must be >= page_size*584 = {page_used} bytes for model1; "
+            f"k_cache block stride must be >= page_size*{_MODEL1.bytes_per_token} = {page_used} bytes for model1; "
             f"got stride(0) = {block_stride}"
         )
     # The view spans offset + (num_blocks-1)*stride(0) + page_size*584 bytes, exactly the bytes
     # read here, so torch's own bounds check on the view covers this read.
     pages = torch.as_strided(raw, (num_blocks, page_used), (block_stride, 1), raw.storage_offset())
-    scales_at = page_size * MODEL1_RECORD_BYTES
-    records = pages[:, :scales_at].unflatten(1, (page_size, MODEL1_RECORD_BYTES))
-    scale_bytes = pages[:, scales_at:].unflatten(1, (page_size, MODEL1_SCALE_RECORD_BYTES))
-    return records, scale_bytes[..., :MODEL1_NUM_TILES]
+    scales_at = page_size * _MODEL1.record_bytes
+    records = pages[:, :scales_at].unflatten(1, (page_size, _MODEL1.record_bytes))
+    scale_bytes = pages[:, scales_at:].unflatten(1, (page_size, _MODEL1.scale_record_bytes))
+    return records, scale_bytes[..., :len(_MODEL1.scaled_chunks)]
 
 
 def _dequantize_model1_records(records: torch.Tensor, scale_bytes: torch.Tensor) -> torch.Tensor:
     """records [..., 576] + UE8M0 bytes [..., 7] -> float32 latent [..., 512]."""
     scale = _pow2(scale_bytes.to(torch.int32) - UE8M0_BIAS)
-    nope = _from_e4m3_bytes(records[..., :MODEL1_NOPE_DIMS], scale)
-    rope = _from_bf16_bytes(records[..., MODEL1_NOPE_DIMS:])
+    nope = _from_e4m3_bytes(records[..., :_MODEL1.nope_dims], scale)
+    rope = _from_bf16_bytes(records[..., _MODEL1.nope_dims:])
     return torch.cat([nope, rope], dim=-1)
 
 
@@ -240,9 +222,9 @@ def gather_tokens(cache: torch.Tensor, kv_format: str, flat_indices: torch.Tenso
         raise ValueError("flat_indices must be an integer torch.Tensor")
     if kv_format == "v32":
         raw = _as_bytes(cache, "k_cache")
-        if raw.dim() != 4 or raw.shape[2] != 1 or raw.shape[3] != V32_TOKEN_BYTES:
+        if raw.dim() != 4 or raw.shape[2] != 1 or raw.shape[3] != _V32.bytes_per_token:
             raise ValueError(
-                f"k_cache must be [num_blocks, page_size, 1, {V32_TOKEN_BYTES}] for v32; got {_shape(cache)}"
+                f"k_cache must be [num_blocks, page_size, 1, {_V32.bytes_per_token}] for v32; got {_shape(cache)}"
             )
         num_blocks, page_size = raw.shape[0], raw.shape[1]
     else:

@@ -73,7 +73,8 @@ def check_indices(call: DecodeCall) -> None:
 
 def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_sink=None, topk_length=None,
                       extra_k_cache=None, extra_indices=None, extra_topk_length=None, out=None, lse=None):
-    """Sparse MLA decode (docs/design.md#the-operation). Returns (out [b, s_q, h_q, 512] bf16, lse [b, s_q, h_q] fp32)."""
+    """Sparse MLA decode (docs/design.md#the-operation). Returns (out [b, s_q, h_q, 512] bf16, lse [b, s_q, h_q]
+    fp32)."""
     call = check_arguments(q, k_cache, indices, softmax_scale, kv_format=kv_format, attn_sink=attn_sink,
                            topk_length=topk_length, extra_k_cache=extra_k_cache, extra_indices=extra_indices,
                            extra_topk_length=extra_topk_length, out=out, lse=lse)

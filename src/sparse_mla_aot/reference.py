@@ -1,4 +1,5 @@
-"""The PyTorch reference for sparse MLA decode (SPEC section 2), its pass rule (section 4), and inputs.
+"""The PyTorch reference for sparse MLA decode (docs/design.md#the-operation), its pass rule
+(docs/design.md#numerics), and inputs.
 
 The reference dequantizes the gathered tokens and computes attention in float64 (CPU or GPU), so
 its own error is far below the tolerance and it cannot be spoiled by TF32 matmul settings.
@@ -16,7 +17,7 @@ import torch
 from sparse_mla_aot.contract import D_QK, D_V
 from sparse_mla_aot.kv_cache import gather_tokens, quantize_model1, quantize_v32
 
-# SPEC section 4 tolerances.
+# The numerics rule's tolerances (docs/design.md#numerics).
 MAX_COS_DIFF = 1e-5
 MAX_REL_ERR = 5e-3
 ELEM_ABS_TOL = 0.02  # times max|ref|
@@ -149,7 +150,7 @@ def reference_sparse_mla_decode(
 def check_close(
     out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, ref_lse: torch.Tensor
 ) -> dict:
-    """Apply the SPEC section 4 pass rule; returns the figures and the reasons for any failure.
+    """Apply the numerics rule (docs/design.md#numerics); returns the figures and the reasons for any failure.
 
     Keys: ok, cos_diff, rel_err, max_abs_err, lse_max_err (measured on finite entries), failures.
     """
@@ -217,7 +218,8 @@ def assert_close(out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, re
     """check_close, raising AssertionError listing the failures; returns the figures when it passes."""
     result = check_close(out, lse, ref_out, ref_lse)
     if not result["ok"]:
-        raise AssertionError("result outside SPEC section 4 tolerance:\n  " + "\n  ".join(result["failures"]))
+        raise AssertionError("result outside the numerics tolerance (docs/design.md#numerics):\n  "
+                             + "\n  ".join(result["failures"]))
     return result
 
 

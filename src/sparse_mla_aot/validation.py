@@ -1,5 +1,5 @@
-"""Argument checks of sparse_mla_decode (SPEC section 2). Dtype, shape, stride and option checks run before
-the device check, so every rule is testable with CPU tensors; each failure names the argument, what was
+"""Argument checks of sparse_mla_decode (docs/design.md#the-operation). Dtype, shape, stride and option checks run
+before the device check, so every rule is testable with CPU tensors; each failure names the argument, what was
 expected and what came."""
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def _token_list(name: str, t: torch.Tensor, batch: int, s_q: int) -> int:
 
 
 def _cache_geometry(name: str, cache: torch.Tensor, kv_format: str) -> tuple[int, int]:
-    """Returns (page_size, block_stride in bytes) after checking the layout of SPEC section 3."""
+    """Returns (page_size, block_stride in bytes) after checking the layout (docs/design.md#kv-cache-layouts)."""
     per_token = BYTES_PER_TOKEN[kv_format]
     if cache.dtype not in CACHE_DTYPES:
         raise ValueError(f"{name} must be a uint8, float8_e4m3fn or int8 view of the packed cache; got "
@@ -104,8 +104,8 @@ def _cache_geometry(name: str, cache: torch.Tensor, kv_format: str) -> tuple[int
         page_bytes = model1_page_bytes(page_size)
         if block_stride != page_bytes:
             raise ValueError(f"{name}: a model1 page block of page_size {page_size} is {page_size}*{per_token} "
-                             f"bytes padded to a multiple of {LAYOUTS[kv_format].page_align} = {page_bytes}, so stride(0) must be {page_bytes}; "
-                             f"got {block_stride}")
+                             f"bytes padded to a multiple of {LAYOUTS[kv_format].page_align} = {page_bytes}, so "
+                             f"stride(0) must be {page_bytes}; got {block_stride}")
     if block_stride % ALIGNMENT or cache.data_ptr() % ALIGNMENT:
         raise ValueError(f"{name}: page blocks must be {ALIGNMENT}-byte aligned; got stride(0) = {block_stride}, "
                          f"data_ptr % {ALIGNMENT} = {cache.data_ptr() % ALIGNMENT}")
@@ -122,7 +122,7 @@ def _lengths(name: str, t, batch: int) -> torch.Tensor | None:
 def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_sink=None, topk_length=None,
                     extra_k_cache=None, extra_indices=None, extra_topk_length=None, out=None,
                     lse=None) -> DecodeCall:
-    """Every dtype, shape, stride and option check of SPEC section 2 (devices are check_devices')."""
+    """Every dtype, shape, stride and option check of docs/design.md#the-operation (devices are check_devices')."""
     q = _require_tensor("q", q)
     if q.dtype != torch.bfloat16 or q.dim() != 4:
         raise ValueError(f"q must be bfloat16 [b, s_q, h_q, d_qk]; got {_describe(q)}")
@@ -168,7 +168,8 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
     if attn_sink is not None:
         _require("attn_sink", _require_tensor("attn_sink", attn_sink), torch.float32, (h_q,), "float32 [h_q]")
     if out is not None:
-        _require("out", _require_tensor("out", out), torch.bfloat16, (batch, s_q, h_q, D_V), f"bfloat16 [b, s_q, h_q, {D_V}]")
+        _require("out", _require_tensor("out", out), torch.bfloat16, (batch, s_q, h_q, D_V),
+                 f"bfloat16 [b, s_q, h_q, {D_V}]")
     if lse is not None:
         _require("lse", _require_tensor("lse", lse), torch.float32, (batch, s_q, h_q), "float32 [b, s_q, h_q]")
     return DecodeCall(q, k_cache, indices, scale, kv_format, batch, s_q, h_q, topk, page_size,
