@@ -23,7 +23,7 @@ class BuildKernels(build_py):
     def run(self):
         super().run()
         sys.path[:0] = [str(ROOT), str(ROOT / "src")]
-        from build_tools.package import stage
+        from build_tools.package import size_lines, stage
         from build_tools.variant import load_targets
 
         targets = os.environ.get("SPARSE_MLA_AOT_TARGETS")
@@ -32,9 +32,11 @@ class BuildKernels(build_py):
                    "--jobs", os.environ.get("SPARSE_MLA_AOT_JOBS", str(os.cpu_count() or 1))]
         if os.environ.get("SPARSE_MLA_AOT_GRID"):
             command += ["--grid", os.environ["SPARSE_MLA_AOT_GRID"]]
-        # A child process: the compile pool spawns workers, which must not re-run this setup script.
+        # A child process: it runs ninja, whose edges run `python -m build_tools`, not this setup script.
         subprocess.run(command, check=True, cwd=ROOT)
-        stage(targets, Path(self.build_lib) / "sparse_mla_aot" / "kernels", VERSION)
+        kernels = Path(self.build_lib) / "sparse_mla_aot" / "kernels"
+        for line in size_lines(stage(targets, kernels, VERSION), kernels):
+            print(line, flush=True)
 
 
 setup(

@@ -7,6 +7,7 @@ import hashlib
 import importlib.metadata
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 from build_tools import paths
@@ -48,6 +49,19 @@ def stage(targets: list[str], dest: Path, package_version: str) -> dict:
         manifest["targets"][target] = {**entry, **manifest["targets"].get(target, {})}
     write_atomic(dest / "manifest.json", json.dumps(manifest, indent=1).encode())
     return manifest
+
+
+def size_lines(manifest: dict, dest: Path) -> list[str]:
+    """What each binary set adds to the wheel: its files' bytes, and deflated as the wheel's zip stores them."""
+    lines = []
+    for binaries in dict.fromkeys(entry["binaries"] for entry in manifest["targets"].values()):
+        files = [path.read_bytes() for path in sorted((dest / binaries).iterdir())]
+        raw, deflated = sum(map(len, files)), sum(len(zlib.compress(data, 6)) for data in files)
+        runs_on = [name for name, entry in manifest["targets"].items() if entry["binaries"] == binaries]
+        lines.append(f"{binaries} (runs on {', '.join(runs_on)}): {len(manifest['targets'][binaries]['artifacts'])} "
+                     f"binaries and {len(files) - len(manifest['targets'][binaries]['artifacts'])} records, "
+                     f"{raw / 1e6:.1f} MB, {deflated / 1e6:.1f} MB deflated")
+    return lines
 
 
 def _stage_binaries(target: str, dest: Path) -> tuple[dict, list[str]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from build_tools import paths
 from build_tools.render import write_atomic
-from build_tools.variant import Target
+from build_tools.variant import Target, load_targets
 from sparse_mla_aot.contract import ArtifactRecord
 
 COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "mma", "reason / warnings")
@@ -49,11 +49,22 @@ def compile_seconds(records: list[ArtifactRecord]) -> float:
     return round(sum(r.compile_seconds for r in records), 1)
 
 
-def markdown(target: Target, records: list[ArtifactRecord]) -> str:
+def runs_on(target: Target) -> list[str]:
+    """The targets whose devices run this build's binaries: itself, and those with `binaries` = it."""
+    return [name for name, other in load_targets().items() if other.binaries == target.name]
+
+
+def shipped_bytes(records: list[ArtifactRecord], out_dir: Path) -> int:
+    return sum((out_dir / r.binary).stat().st_size for r in records if r.status == "shipped")
+
+
+def markdown(target: Target, records: list[ArtifactRecord], out_dir: Path) -> str:
+    shipped = [r for r in records if r.status == "shipped"]
     lines = [f"# Build report: {target.name}", "",
              f"Triton target cuda {target.triton_arch}, {target.cubin_arch}, ships {target.binary}; "
-             f"shared-memory limit {target.max_shared_bytes:,} B/block. Compile time, summed over artifacts: "
-             f"{compile_seconds(records)} s.", ""]
+             f"shared-memory limit {target.max_shared_bytes:,} B/block. Runs on: {', '.join(runs_on(target))}. "
+             f"Shipped binaries: {len(shipped)}, {shipped_bytes(records, out_dir):,} B. Compile time, summed over "
+             f"artifacts: {compile_seconds(records)} s.", ""]
     for kv_format, c in counts(records).items():
         lines.append(f"- {kv_format}: {c['shipped']} shipped, {c['pruned']} pruned")
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -69,13 +80,15 @@ def write_report(target: Target, records: list[ArtifactRecord], out_dir: Path) -
         "cubin_arch": target.cubin_arch,
         "binary": target.binary,
         "max_shared_bytes": target.max_shared_bytes,
+        "runs_on": runs_on(target),
+        "shipped_bytes": shipped_bytes(records, out_dir),
         "compile_seconds": compile_seconds(records),
         "counts": counts(records),
         "artifacts": records,
     }
     on_disk = {**report, "artifacts": [r.to_json() for r in records]}
     write_atomic(out_dir / "report.json", json.dumps(on_disk, indent=1).encode())
-    write_atomic(out_dir / "report.md", markdown(target, records).encode())
+    write_atomic(out_dir / "report.md", markdown(target, records, out_dir).encode())
     return report
 
 

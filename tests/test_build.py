@@ -18,7 +18,7 @@ import pytest
 from build_tools import artifact, paths
 from build_tools.build import build_target
 from build_tools.cubin_inspect import cuobjdump_path
-from build_tools.package import stage
+from build_tools.package import size_lines, stage
 from build_tools.report import read_report
 from build_tools.selection import decide
 from build_tools.variant import get_target, load_grid, load_targets
@@ -235,6 +235,8 @@ def test_a_built_artifact_is_packaged_and_read_back_through_the_runtime_catalog(
         (tmp_path / "variants" / target / "v32_h32.json").write_text(json.dumps(table))
     manifest = stage(["sm120", "sm121"], tmp_path / "kernels", "0.0.test")
     assert manifest["targets"]["sm121"]["binaries"] == "sm120" and not (tmp_path / "kernels" / "sm121").exists()
+    (sizes,) = size_lines(manifest, tmp_path / "kernels")
+    assert sizes.startswith(f"sm120 (runs on sm120, sm121): {len(manifest['targets']['sm120']['artifacts'])} binaries")
     catalog = Catalog(tmp_path / "kernels")
     for target in ("sm120", "sm121"):
         assert catalog.target_for_capability(get_target(target).capability) == target
