@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from build_tools import kernels, paths
-from build_tools.compile import COMPILE_OPTIONS
+from build_tools.compile import compile_options
 from build_tools.render import RenderedKernel, render_combine, render_split, write_atomic, write_if_different
 from build_tools.variant import Target, Variant, get_target, is_buildable, load_grid
 
@@ -58,7 +58,7 @@ def cache_key(rendered: RenderedKernel, target: Target, num_warps: int, num_stag
     payload = json.dumps({
         "source": rendered.source,
         "params": [p.to_json() for p in rendered.params],
-        "num_warps": num_warps, "num_stages": num_stages, "options": COMPILE_OPTIONS,
+        "num_stages": num_stages, "options": compile_options(target, num_warps),
         "target": [target.triton_arch, target.cubin_arch, target.binary, target.max_shared_bytes],
         "triton": triton_version(),
         "ptxas": ptxas_version(target.triton_arch),

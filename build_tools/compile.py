@@ -13,6 +13,7 @@ from build_tools.variant import Target
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
+TRITON_NUM_STAGES = 1
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class CompiledKernel:
     num_warps: int
     num_stages: int
     triton_version: str
+
+
+def compile_options(target: Target, num_warps: int) -> dict:
+    """Every Triton option a kernel of `target` is compiled with (part of its cache key)."""
+    return {"num_warps": num_warps, "num_stages": TRITON_NUM_STAGES, **COMPILE_OPTIONS, **target.compile_options}
 
 
 def load_jit_function(source_path: Path, kernel_name: str):
@@ -38,7 +44,9 @@ def load_jit_function(source_path: Path, kernel_name: str):
 
 def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int,
                    num_stages: int) -> CompiledKernel:
-    """Compile with explicit signature and divisibility hints (recorded in the variant JSON)."""
+    """Compile with explicit signature and divisibility hints (recorded in the variant JSON). num_stages is the
+    variant's tiles in flight, which the rendered source implements; Triton's own pipeliner is left at 1 stage
+    (with more it staged the gathers in a one-deep buffer waited at the next loop top, which lost on the H200)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -47,7 +55,7 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     source = ASTSource(fn, kernels.signature(rendered.params), constexprs={},
                        attrs=kernels.divisibility_attrs(rendered.params))
     compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages, **COMPILE_OPTIONS})
+                              options=compile_options(target, num_warps))
     cubin = compiled.asm["cubin"]
     binary = compiled.asm["ptx"].encode() if target.binary == "ptx" else cubin
     return CompiledKernel(binary=binary, cubin=cubin, kernel_name=compiled.metadata.name,

@@ -10,6 +10,11 @@ from pathlib import Path
 MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
 RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 ELF_ARCH = re.compile(r"code for (sm_\d+[a-z]?)")
+SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;")
+BRANCH_TARGET = re.compile(r"\bBRA(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+,\s*)?0x([0-9a-f]+)")  # sm_120: BRA.U UP0, 0x..
+SPILL_STORE = re.compile(r"\bSTL\b")
+SPILL_LOAD = re.compile(r"\bLDL\b")
+GLOBAL_LOAD = re.compile(r"\bLDG(?:STS)?\b")
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,11 @@ class CubinInspection:
     shared_static_bytes: int
     local_bytes: int
     mma_instructions: tuple[str, ...]
+    # Inside the main loops (the ranges closed by backward branches), per iteration of each loop summed over loops:
+    loop_instructions: int
+    loop_spill_stores: int  # STL: what a tile's work writes to local memory
+    loop_spill_loads: int  # LDL
+    loop_global_loads: int  # LDG: the gathers (and index loads)
 
     def to_json(self) -> dict:
         return {**asdict(self), "mma_instructions": list(self.mma_instructions)}
@@ -35,6 +45,18 @@ def _cuobjdump(*args: str) -> str:
     return subprocess.run([str(cuobjdump_path()), *args], check=True, capture_output=True, text=True).stdout
 
 
+def loop_instructions(sass: str) -> list[str]:
+    """The instructions inside loops: from a backward branch's target to the branch (nested ranges counted once;
+    the trailing branch-to-itself is not a loop)."""
+    program = [(int(a, 16), text) for a, text in SASS_INSTRUCTION.findall(sass)]
+    ranges = []
+    for address, text in program:
+        target = BRANCH_TARGET.search(text)
+        if target and int(target.group(1), 16) < address:
+            ranges.append((int(target.group(1), 16), address))
+    return [text for address, text in program if any(lo <= address <= hi for lo, hi in ranges)]
+
+
 def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
     """One cuobjdump call: the resource table, the SASS ("code for sm_XX" names the ELF's arch) and its MMAs."""
     dump = _cuobjdump("--dump-resource-usage", "--dump-sass", str(cubin))
@@ -45,8 +67,13 @@ def inspect_cubin(cubin: Path, kernel_name: str) -> CubinInspection:
     registers, stack, shared, local = (int(g) for g in match.groups())
     arch = ELF_ARCH.search(dump)
     mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
+    loop = loop_instructions(dump)
     return CubinInspection(
         elf_arch=arch.group(1) if arch else "unknown",
         registers=registers, stack_bytes=stack, shared_static_bytes=shared, local_bytes=local,
         mma_instructions=tuple(mma),
+        loop_instructions=len(loop),
+        loop_spill_stores=sum(1 for text in loop if SPILL_STORE.search(text)),
+        loop_spill_loads=sum(1 for text in loop if SPILL_LOAD.search(text)),
+        loop_global_loads=sum(1 for text in loop if GLOBAL_LOAD.search(text)),
     )

@@ -62,7 +62,7 @@ class AutotunedBlocks:
     block_h: str = "BLOCK_H"
     block_t: str = "BLOCK_T"
     num_warps: str = "(autotuned)"
-    num_stages: str = "(autotuned)"
+    num_stages: int = 1  # tiles in flight of the rendering; autotune picks Triton's own num_stages
 
     @property
     def name(self) -> str:

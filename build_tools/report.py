@@ -9,7 +9,8 @@ from build_tools import paths
 from build_tools.render import write_atomic
 from build_tools.variant import Target
 
-COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "mma", "reason / warnings")
+COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "loop STL/LDL", "tiles in flight", "mma",
+           "reason / warnings")
 
 
 def _row(record: dict) -> tuple[str, ...]:
@@ -20,6 +21,8 @@ def _row(record: dict) -> tuple[str, ...]:
         record["name"], record["status"],
         f"{res['total_shared_bytes']:,}" if res else "-",
         str(res.get("registers", "-")), str(spill) if res else "-",
+        f"{res['loop_spill_stores']}/{res['loop_spill_loads']}" if res else "-",
+        str(record["variant"]["num_stages"]) if record.get("variant") else "-",
         ",".join(record.get("mma_instructions") or []) or "-",
         notes,
     )

@@ -32,7 +32,9 @@ def decide(target: Target, dynamic_shared: int, inspection: CubinInspection) -> 
         reasons.append(f"{inspection.registers} registers/thread > {MAX_REGISTERS}")
     warnings = []
     if inspection.stack_bytes or inspection.local_bytes:
-        warnings.append(f"spills: {inspection.stack_bytes} B stack, {inspection.local_bytes} B local per thread")
+        warnings.append(f"spills: {inspection.stack_bytes} B stack, {inspection.local_bytes} B local per thread; "
+                        f"in the main loop {inspection.loop_spill_stores} stores / {inspection.loop_spill_loads} "
+                        f"loads per tile")
     if not inspection.mma_instructions:
         warnings.append("no tensor-core (MMA) instruction in the SASS")
     if reasons:

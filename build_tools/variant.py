@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from build_tools import paths
@@ -13,6 +13,13 @@ KV_FORMATS = ("v32", "model1")
 # topk and the extra set's topk are multiples of 64, so a tile of block_t | 64 never straddles a set boundary.
 TOKEN_GRANULE = 64
 MIN_MMA_ROWS = 16
+D_V = 512
+# The [block_h, 512] fp32 accumulator is spread over the program's threads; above this many registers per thread
+# it spills inside the main loop (sm90: bh64 with 4 warps held 256 and moved ~2 KB per thread per tile through
+# local memory). Q, P, the tile and its addresses need the rest of the 255.
+MAX_ACCUMULATOR_REGISTERS = 128
+# Tiles in flight: 1 gathers a tile where it is computed, 2 also keeps the next tile's gathers in flight.
+TILES_IN_FLIGHT = (1, 2)
 
 
 @dataclass(frozen=True, order=True)
@@ -42,6 +49,9 @@ class Target:
     binary: str  # "cubin" or "ptx"
     default: bool
     note: str
+    # Triton compile options of this target (e.g. maxnreg: ptxas 13.x stops at 128 registers on sm_120a without
+    # the PTX's .maxnreg, and spills instead); part of every artifact's cache key.
+    compile_options: dict = field(default_factory=dict)
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
@@ -78,6 +88,15 @@ def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
         return False, f"block_h={variant.block_h} must be a power of two >= {MIN_MMA_ROWS} (mma tile rows)"
     if variant.num_warps not in (1, 2, 4, 8, 16):
         return False, f"num_warps={variant.num_warps} must be a power of two <= 16"
-    if variant.num_stages < 1:
-        return False, f"num_stages={variant.num_stages} must be >= 1"
+    if variant.num_stages not in TILES_IN_FLIGHT:
+        return False, f"num_stages={variant.num_stages} (tiles in flight) must be one of {TILES_IN_FLIGHT}"
+    registers = accumulator_registers(variant)
+    if registers > MAX_ACCUMULATOR_REGISTERS:
+        return False, (f"the [{variant.block_h}, {D_V}] fp32 accumulator needs {registers} registers per thread at "
+                       f"{variant.num_warps} warps > {MAX_ACCUMULATOR_REGISTERS}: it would spill in the main loop")
     return True, None
+
+
+def accumulator_registers(variant: Variant) -> int:
+    """fp32 accumulator registers per thread: block_h * 512 values over 32 * num_warps threads."""
+    return variant.block_h * D_V // (32 * variant.num_warps)

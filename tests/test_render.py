@@ -1,18 +1,23 @@
-import dataclasses
 import ast
+import dataclasses
+import math
+import tomllib
 
 import jinja2
 import pytest
 
 from build_tools import kernels, render
-from build_tools.variant import Variant, get_target, is_buildable, load_grid
+from build_tools.variant import (MAX_ACCUMULATOR_REGISTERS, Variant, accumulator_registers, get_target,
+                                 is_buildable, load_grid)
 
 BASE = Variant("v32", 16, 16, 4, 2)
 
 
 def test_every_grid_variant_renders_to_valid_python_with_its_parameters():
     variants = load_grid()
-    assert len(variants) == 2 * 3 * 3 * 3 * 4
+    with open(render.paths.GRID_FILE, "rb") as f:
+        axes = tomllib.load(f)["axes"]
+    assert len(variants) == math.prod(len(values) for values in axes.values())
     for variant in variants:
         rendered = render.render_split(variant)
         tree = ast.parse(rendered.source)
@@ -65,8 +70,27 @@ def test_missing_template_variable_fails_loudly(tmp_path, monkeypatch):
 
 def test_is_buildable_is_the_only_pre_compile_rule():
     sm120 = get_target("sm120")
-    assert all(is_buildable(v, sm120)[0] for v in load_grid())
+    for variant in load_grid():
+        ok, reason = is_buildable(variant, sm120)
+        fits = variant.block_h * 512 // (32 * variant.num_warps) <= MAX_ACCUMULATOR_REGISTERS
+        assert ok == fits, variant.name
+        if not ok:
+            assert f"needs {accumulator_registers(variant)} registers per thread at {variant.num_warps} warps" in reason
+    assert is_buildable(Variant("v32", 64, 32, 8, 2), sm120)[0]
+    assert not is_buildable(Variant("v32", 64, 32, 4, 2), sm120)[0]  # 256 accumulator registers per thread
+    ok, reason = is_buildable(dataclasses.replace(BASE, num_stages=3), sm120)
+    assert not ok and "num_stages=3 (tiles in flight) must be one of (1, 2)" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_t=128), sm120)
     assert not ok and "block_t=128" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_h=8), sm120)
     assert not ok and "block_h=8" in reason
+
+
+def test_tiles_in_flight_is_rendered_as_a_one_tile_prefetch():
+    """num_stages 2 issues the next tile's gathers before this tile's dots; 1 gathers inside the loop only."""
+    prefetching = render.render_split(dataclasses.replace(BASE, num_stages=2)).source
+    in_place = render.render_split(dataclasses.replace(BASE, num_stages=1)).source
+    loop_body = prefetching.split("for tile in range(tile_begin, main_end):", 1)[1]
+    assert loop_body.index("next_raw0 = tl.load(") < loop_body.index("tl.dot(")
+    assert "next_raw0" not in in_place
+    assert in_place.split("for tile in range(tile_begin, main_end):", 1)[1].index("raw0 = tl.load(") > 0
