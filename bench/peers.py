@@ -49,10 +49,12 @@ from tuning.tune import SPLITS  # noqa: E402
 
 SHAPES = {
     "v32/h128/topk2048": Shape("v32", 128, 2048, 0),
+    "v32/h64/topk2048": Shape("v32", 64, 2048, 0),
     "model1/h64/topk512+128": Shape("model1", 64, 512, 128),
     "model1/h16/topk512": Shape("model1", 16, 512, 0),
 }
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 96, 128)
+FLASH_MLA_HEADS = (64, 128)  # FlashMLA's sparse decode supports only these (others crash the process)
 # The JIT path autotunes (every split count) over a family of the grid plus every variant a tuned table of this
 # target chooses, so it can always take our choice and re-tunes per batch size on top. Not the whole grid: on the
 # H200's host, Triton 3.6 compiled 9 v32 variants in 130 s cold, and 32 model1 variants took 335 s across 12
@@ -186,17 +188,25 @@ def precompile_in_parallel(shape_name: str, family: str | None, triton_cache: st
 
 
 def flash_mla_decode():
-    """FlashMLA's decode when importable, in the call form our compat wrapper mirrors; else the import error."""
+    """A factory of FlashMLA decode functions when `flash_mla` is importable (None and the import error otherwise).
+    Each function owns one scheduler object, which FlashMLA plans on its first call: make one per shape and batch
+    size (FlashMLA's rule; the length values here never change, no topk_length is passed)."""
     try:
         import flash_mla
     except ImportError as error:
         return None, f"skipped: flash_mla not importable ({error})"
 
-    def decode(q, k_cache, indices, softmax_scale, attn_sink=None, extra_k_cache=None, extra_indices=None, **_):
-        return flash_mla.flash_mla_with_kvcache(
-            q, k_cache, None, None, 512, flash_mla.get_mla_metadata()[0], None, softmax_scale, False, True, indices,
-            attn_sink=attn_sink, extra_k_cache=extra_k_cache, extra_indices_in_kvcache=extra_indices)
-    return decode, "flash_mla importable"
+    def make_decode():
+        sched = flash_mla.get_mla_metadata()[0]
+
+        def decode(q, k_cache, indices, softmax_scale, attn_sink=None, extra_k_cache=None, extra_indices=None, **_):
+            out, lse = flash_mla.flash_mla_with_kvcache(
+                q, k_cache, None, None, 512, sched, softmax_scale=softmax_scale, causal=False, is_fp8_kvcache=True,
+                indices=indices, attn_sink=attn_sink, extra_k_cache=extra_k_cache,
+                extra_indices_in_kvcache=extra_indices)
+            return out, lse.transpose(1, 2)
+        return decode
+    return make_decode, "flash_mla importable"
 
 
 def first_call(path: str, shape: Shape, family: str | None) -> dict:
@@ -241,52 +251,76 @@ def timed(sets: list[dict], decode) -> dict:
     return summary(replay_times_us(graph, len(sets), REPLAYS))
 
 
-def run_shape(name: str, shape: Shape, family: str | None, batches, ceilings: dict, flash) -> dict:
-    jit = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format, family))
+def reference_check(decode, inputs: dict) -> dict:
+    """SPEC-rule figures of one call of `decode` against the float64 reference on the same inputs."""
+    out, lse = decode(**inputs)
+    return check_close(out.float(), lse.float(), *(t.float() for t in reference_sparse_mla_decode(**inputs)))
+
+
+def run_shape(name: str, shape: Shape, family: str | None, batches, ceilings: dict, flash, with_jit: bool) -> dict:
+    jit = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format, family)) if with_jit else None
+    flash = flash if shape.h_q in FLASH_MLA_HEADS else None
     inputs = InputSets(shape, seed=len(name))
     rows = []
     for batch in batches:
         sets = inputs.sets_for(batch)
         ours = timed(sets, sparse_mla_aot.sparse_mla_decode)
-        started = time.perf_counter()
-        jit_out, jit_lse = jit.decode(**sets[0])  # autotunes at this batch size
-        torch.cuda.synchronize()
-        tune_s = time.perf_counter() - started
-        out, lse = sparse_mla_aot.sparse_mla_decode(**sets[0])
-        agreement = check_close(jit_out.float(), jit_lse, out.float(), lse)
-        row = {"batch_rows": batch, "ours": ours, "jit": timed(sets, jit.decode), "jit_autotune_s": tune_s,
-               "jit_choice": jit.choice(batch), "jit_agrees": agreement["ok"],
-               "our_choice": sparse_mla_aot.explain(batch, 1, shape.h_q, shape.kv_format).split("(")[0].strip(),
-               "floor_us": floor_us(shape, batch, ceilings)}
+        row = {"batch_rows": batch, "ours": ours, "floor_us": floor_us(shape, batch, ceilings),
+               "our_choice": sparse_mla_aot.explain(batch, 1, shape.h_q, shape.kv_format).split("(")[0].strip()}
+        if jit:
+            started = time.perf_counter()
+            jit_out, jit_lse = jit.decode(**sets[0])  # autotunes at this batch size
+            torch.cuda.synchronize()
+            row["jit_autotune_s"] = time.perf_counter() - started
+            out, lse = sparse_mla_aot.sparse_mla_decode(**sets[0])
+            row.update(jit=timed(sets, jit.decode), jit_choice=jit.choice(batch),
+                       jit_agrees=check_close(jit_out.float(), jit_lse, out.float(), lse)["ok"])
         if flash:
             try:
-                row["flash_mla"] = timed(sets, flash)
+                row["flash_mla"] = timed(sets, flash())
+                row["flash_mla_numerics_ok"] = reference_check(flash(), sets[0])["ok"]
             except Exception as error:  # noqa: BLE001 -- a peer's failure is reported, not fatal
                 row["flash_mla_error"] = f"{type(error).__name__}: {error}"
         rows.append(row)
-        print(f"  {name} b={batch}: ours {ours['median_us']:.1f} us, JIT {row['jit']['median_us']:.1f} us "
-              f"({row['jit_choice']}, tuned in {tune_s:.1f} s)", flush=True)
+        print(f"  {name} b={batch}: ours {ours['median_us']:.1f} us"
+              + (f", JIT {row['jit']['median_us']:.1f} us ({row['jit_choice']})" if jit else "")
+              + (f", FlashMLA {row['flash_mla']['median_us']:.1f} us" if "flash_mla" in row else ""), flush=True)
     sets = inputs.sets_for(1)
-    host = {"ours_us": host_us(sparse_mla_aot.sparse_mla_decode, sets[0]), "jit_us": host_us(jit.decode, sets[0])}
-    return {"shape": name, "rows": rows, "host": host}
+    host = {"ours_us": host_us(sparse_mla_aot.sparse_mla_decode, sets[0])}
+    if jit:
+        host["jit_us"] = host_us(jit.decode, sets[0])
+    return {"shape": name, "rows": rows, "host": host,
+            "ours_numerics": reference_check(sparse_mla_aot.sparse_mla_decode, inputs.sets_for(8)[0])}
+
+
+def _cell(value: float | None, spec: str, width: int) -> str:
+    return f"{value:>{width}{spec}}" if value is not None else f"{'-':>{width}}"
 
 
 def format_shape(result: dict, flash_status: str) -> str:
-    lines = [f"\n{result['shape']}   (FlashMLA: {flash_status})",
-             f"{'b':>4} {'ours us':>9} {'JIT us':>9} {'ours/JIT':>8} {'floor us':>9} {'floor/ours':>10}  "
-             f"{'our choice':<34} JIT choice"]
+    lines = [f"\n{result['shape']}   (FlashMLA: {flash_status}; our numerics at b=8: "
+             f"{'pass' if result['ours_numerics']['ok'] else 'FAIL ' + str(result['ours_numerics']['failures'])})",
+             f"{'b':>4} {'ours us':>9} {'FlashMLA us':>11} {'ours/FlashMLA':>13} {'JIT us':>9} {'ours/JIT':>8} "
+             f"{'floor us':>9} {'floor/ours':>10}  {'our choice':<34} JIT choice"]
     for r in result["rows"]:
-        ours, jit = r["ours"]["median_us"], r["jit"]["median_us"]
-        flash = f"  FlashMLA {r['flash_mla']['median_us']:.1f} us" if "flash_mla" in r else ""
-        lines.append(f"{r['batch_rows']:>4} {ours:>9.1f} {jit:>9.1f} {ours / jit:>8.2f} {r['floor_us']:>9.1f} "
-                     f"{r['floor_us'] / ours:>10.3f}  {r['our_choice']:<34} {r['jit_choice']}"
-                     f"{'' if r['jit_agrees'] else '  (JIT output differs from ours!)'}{flash}")
+        ours = r["ours"]["median_us"]
+        jit = r["jit"]["median_us"] if "jit" in r else None
+        flash = r["flash_mla"]["median_us"] if "flash_mla" in r else None
+        notes = ("" if r.get("jit_agrees", True) else "  (JIT output differs from ours!)") + (
+            "" if r.get("flash_mla_numerics_ok", True) else "  (FlashMLA fails the numerics rule)") + (
+            f"  FlashMLA error: {r['flash_mla_error']}" if "flash_mla_error" in r else "")
+        lines.append(f"{r['batch_rows']:>4} {ours:>9.1f} {_cell(flash, '.1f', 11)} "
+                     f"{_cell(ours / flash if flash else None, '.2f', 13)} {_cell(jit, '.1f', 9)} "
+                     f"{_cell(ours / jit if jit else None, '.2f', 8)} {r['floor_us']:>9.1f} "
+                     f"{r['floor_us'] / ours:>10.3f}  {r['our_choice']:<34} {r.get('jit_choice', '-')}{notes}")
     host, first = result["host"], result["first_call"]
-    lines.append(f"host time of one eager call (b=1): ours {host['ours_us']:.1f} us, JIT {host['jit_us']:.1f} us")
+    lines.append(f"host time of one eager call (b=1): ours {host['ours_us']:.1f} us"
+                 + (f", JIT {host['jit_us']:.1f} us" if "jit_us" in host else ""))
     lines.append("first call (fresh process): " + ", ".join(
         f"{path} {f['seconds']:.3f} s{'' if f['ok'] else ' (FAILED)'}" if f["seconds"] is not None
-        else f"{path} failed" for path, f in first.items()) + f" (JIT's Triton cache: {result['jit_cache']}; "
-        f"{result['jit_variants']} variants ({result['jit_family']} + the tuned tables' choices) x split counts)")
+        else f"{path} failed" for path, f in first.items()) + (
+        f" (JIT's Triton cache: {result['jit_cache']}; {result['jit_variants']} variants ({result['jit_family']} "
+        f"+ the tuned tables' choices) x split counts)" if "jit" in first else ""))
     return "\n".join(lines)
 
 
@@ -300,6 +334,7 @@ def main() -> None:
     parser.add_argument("--jit-family", default=None,
                         help=f"glob over variant names for the JIT path (besides the tuned tables' variants); "
                              f"default per kv_format: {JIT_FAMILY}")
+    parser.add_argument("--no-jit", action="store_true", help="skip the JIT-autotuned path (ours, FlashMLA, floor)")
     parser.add_argument("--first-call", choices=("ours", "jit"), help=argparse.SUPPRESS)  # the fresh-process mode
     parser.add_argument("--precompile-slice", help=argparse.SUPPRESS)  # a precompile worker: "i/n"
     args = parser.parse_args()
@@ -335,10 +370,11 @@ def main() -> None:
             jit_cache = f"warm (precompiled by {args.precompile_jobs} processes in {seconds:.0f} s)"
             print(f"  {name}: JIT kernels precompiled by {args.precompile_jobs} processes in {seconds:.0f} s",
                   flush=True)
-        first = {path: first_call_in_fresh_process(path, name, args.jit_family, cache) for path in ("ours", "jit")}
+        paths = ("ours",) if args.no_jit else ("ours", "jit")
+        first = {path: first_call_in_fresh_process(path, name, args.jit_family, cache) for path in paths}
         os.environ["TRITON_CACHE_DIR"] = cache  # the main run reuses what the first call compiled
         result = run_shape(name, shape, args.jit_family, [int(b) for b in args.batches.split(",")], ceilings,
-                           flash)
+                           flash, with_jit=not args.no_jit)
         result.update(first_call=first, jit_cache=jit_cache,
                       jit_variants=len(jit_variants(shape.kv_format, args.jit_family)),
                       jit_family=args.jit_family or JIT_FAMILY[shape.kv_format])

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from build_tools.compile import COMPILE_OPTIONS, PTXAS_FLAGS
+from build_tools.compile import COMPILE_OPTIONS, PTXAS_FLAGS, TRITON_NUM_STAGES
 from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, kernel_name, read_rendered, render_combine,
                                 render_split, write_atomic, write_if_different)
 from build_tools.variant import Target, Variant, is_buildable
@@ -38,7 +38,7 @@ def toolchain(target: Target) -> dict:
     return {
         "triton": triton_version(),
         "ptxas": ptxas_version(target.triton_arch),
-        "options": COMPILE_OPTIONS,
+        "options": {**COMPILE_OPTIONS, "num_stages": TRITON_NUM_STAGES, **target.compile_options},
         "ptxas_flags": list(PTXAS_FLAGS),
         "target": [target.triton_arch, target.cubin_arch, target.binary, target.max_shared_bytes],
     }

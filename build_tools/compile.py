@@ -18,6 +18,10 @@ from sparse_mla_aot.contract import Param
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
+# A variant's num_stages is its tiles in flight, which the rendered source implements; Triton's own pipeliner stays
+# at one stage (with more it staged the gathers in a one-deep buffer waited at the next loop top, which lost on the
+# H200: docs/design.md#performance).
+TRITON_NUM_STAGES = 1
 # Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` under enable_fp_fusion (the last works around a ptxas 13.x
 # bug); -suppress-debug-info drops the line tables and the two copies of the PTX text that -lineinfo embeds (about
 # 2/3 of a cubin, and they hold the build directory's path) without changing the SASS.
@@ -52,6 +56,11 @@ def compile_errors() -> tuple[type[Exception], ...]:
     from triton.runtime.errors import OutOfResources, PTXASError
 
     return CompilationError, OutOfResources, PTXASError
+
+
+def compile_options(target: Target, num_warps: int) -> dict:
+    """Every Triton option a kernel of `target` is compiled with (part of its cache key)."""
+    return {"num_warps": num_warps, "num_stages": TRITON_NUM_STAGES, **COMPILE_OPTIONS, **target.compile_options}
 
 
 def load_jit_function(source_path: Path, kernel_name: str):
@@ -109,7 +118,7 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     with knobs.runtime.scope():
         knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch)
         compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
-                                  options={"num_warps": num_warps, "num_stages": num_stages, **COMPILE_OPTIONS})
+                                  options=compile_options(target, num_warps))
     cubin = compiled.asm["cubin"]
     binary = compiled.asm["ptx"].encode() if target.binary == "ptx" else cubin
     return CompiledKernel(binary=binary, cubin=cubin, kernel_name=compiled.metadata.name,

@@ -13,6 +13,11 @@ RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+
 # ptxas records its command line in the cubin's .note.nv.tkinfo; `code for sm_XX` in the SASS would not do: the
 # bundled cuobjdump 13.1 prints a family cubin (sm_120f) as `sm_120`, like a plain one.
 PTXAS_ARCH = re.compile(r"Tool Command Line Arguments:.*-arch (sm_\w+)")
+SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;")
+BRANCH_TARGET = re.compile(r"\bBRA(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+,\s*)?0x([0-9a-f]+)")  # sm_120: BRA.U UP0, 0x..
+SPILL_STORE = re.compile(r"\bSTL\b")
+SPILL_LOAD = re.compile(r"\bLDL\b")
+GLOBAL_LOAD = re.compile(r"\bLDG(?:STS)?\b")
 
 
 def cuobjdump_path() -> Path:
@@ -23,6 +28,18 @@ def cuobjdump_path() -> Path:
 
 def _cuobjdump(*args: str) -> str:
     return subprocess.run([str(cuobjdump_path()), *args], check=True, capture_output=True, text=True).stdout
+
+
+def loop_instructions(sass: str) -> list[str]:
+    """The instructions inside loops: from a backward branch's target to the branch (nested ranges counted once;
+    the trailing branch-to-itself is not a loop)."""
+    program = [(int(a, 16), text) for a, text in SASS_INSTRUCTION.findall(sass)]
+    ranges = []
+    for address, text in program:
+        target = BRANCH_TARGET.search(text)
+        if target and int(target.group(1), 16) < address:
+            ranges.append((int(target.group(1), 16), address))
+    return [text for address, text in program if any(lo <= address <= hi for lo, hi in ranges)]
 
 
 def inspect_cubin(cubin: Path, kernel_name: str, dynamic_shared_bytes: int) -> Resources:
@@ -36,9 +53,14 @@ def inspect_cubin(cubin: Path, kernel_name: str, dynamic_shared_bytes: int) -> R
     registers, stack, shared, local = (int(g) for g in match.groups())
     arch = PTXAS_ARCH.search(dump)
     mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
+    loop = loop_instructions(dump)
     return Resources(
         elf_arch=arch.group(1) if arch else "unknown",
         registers=registers, stack_bytes=stack, local_bytes=local, shared_static_bytes=shared,
         dynamic_shared_bytes=dynamic_shared_bytes, total_shared_bytes=dynamic_shared_bytes + shared,
         mma_instructions=tuple(mma),
+        loop_instructions=len(loop),
+        loop_spill_stores=sum(1 for text in loop if SPILL_STORE.search(text)),
+        loop_spill_loads=sum(1 for text in loop if SPILL_LOAD.search(text)),
+        loop_global_loads=sum(1 for text in loop if GLOBAL_LOAD.search(text)),
     )

@@ -90,7 +90,7 @@ class AutotunedBlocks:
     block_h: str = "BLOCK_H"
     block_t: str = "BLOCK_T"
     num_warps: str = "(autotuned)"
-    num_stages: str = "(autotuned)"
+    num_stages: int = 1  # tiles in flight of the rendering; autotune picks Triton's own num_stages
 
     @property
     def name(self) -> str:
@@ -122,6 +122,7 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
         kernel_name=kernel_name(variant.name),
         params=params,
         d_qk=LAYOUTS[variant.kv_format].d_qk,
+        d_v=D_V,
         layout=LAYOUTS[variant.kv_format],
     )
     return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)

@@ -10,7 +10,8 @@ from build_tools.render import write_atomic
 from build_tools.variant import Target, load_targets
 from sparse_mla_aot.contract import ArtifactRecord
 
-COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "mma", "reason / warnings")
+COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "loop STL/LDL", "tiles in flight", "mma",
+           "reason / warnings")
 
 
 def _row(record: ArtifactRecord) -> tuple[str, ...]:
@@ -20,6 +21,8 @@ def _row(record: ArtifactRecord) -> tuple[str, ...]:
         f"{res.total_shared_bytes:,}" if res else "-",
         str(res.registers) if res else "-",
         str(res.stack_bytes + res.local_bytes) if res else "-",
+        f"{res.loop_spill_stores}/{res.loop_spill_loads}" if res else "-",
+        str(record.variant.num_stages) if record.variant else "-",
         ",".join(res.mma_instructions) if res and res.mma_instructions else "-",
         record.reason or "; ".join(record.warnings),
     )

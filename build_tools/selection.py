@@ -28,7 +28,9 @@ def decide(target: Target, resources: Resources) -> Decision:
         reasons.append(f"{resources.registers} registers/thread > {MAX_REGISTERS}")
     warnings = []
     if resources.stack_bytes or resources.local_bytes:
-        warnings.append(f"spills: {resources.stack_bytes} B stack, {resources.local_bytes} B local per thread")
+        warnings.append(f"spills: {resources.stack_bytes} B stack, {resources.local_bytes} B local per thread; "
+                        f"in the main loop {resources.loop_spill_stores} stores / {resources.loop_spill_loads} "
+                        f"loads per tile")
     if not resources.mma_instructions:
         warnings.append("no tensor-core (MMA) instruction in the SASS")
     if reasons:

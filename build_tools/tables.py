@@ -20,31 +20,29 @@ MMA_SYNC_TARGETS = ("sm120", "sm121", "sm89-proxy")
 PROXY_TARGET = "sm89-proxy"
 # Per (targets, kv_format): the variant family a heuristic table uses, and the largest block_h it may pick.
 FAMILIES = {
-    ("sm90", "v32"): {"block_t": 16, "num_warps": 4, "num_stages": 2, "max_block_h": 64},
-    ("sm90", "model1"): {"block_t": 16, "num_warps": 4, "num_stages": 2, "max_block_h": 64},
-    ("mma.sync", "v32"): {"block_t": 64, "num_warps": 8, "num_stages": 2, "max_block_h": 64},
-    ("mma.sync", "model1"): {"block_t": 32, "num_warps": 4, "num_stages": 2, "max_block_h": 32},
+    ("sm90", "v32"): {"block_t": 64, "num_warps": 8, "num_stages": 1, "max_block_h": 64},
+    ("sm90", "model1"): {"block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
+    ("mma.sync", "v32"): {"block_t": 32, "num_warps": 8, "num_stages": 1, "max_block_h": 32},
+    ("mma.sync", "model1"): {"block_t": 32, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
 }
 RULE = ("heuristic: {family}; block_h 16 while bound * ceil(h_q/16) < {sms} multiprocessors (heads are the "
         "parallelism a small batch has), above that the largest shipped block_h <= min(h_q, {max_block_h}) (each "
         "token is gathered once per head block); num_splits the smallest power of two with bound * "
         "ceil(h_q/block_h) * num_splits >= {sms}, at most {max_splits}; the open last row as the last bound. ")
-# "The sm120 prototype": the earlier JIT-autotuned kernel measured on an sm120 (docs/design.md#the-sm120-prototype).
 WHY = {
-    "sm90": ("Family: the sm120 prototype's winner (block_t 16, 4 warps: 8 warps lost at every concurrency). "
-             "Measured behind the block_h rule (H200, this template): model1 h64 was fastest with block_h 16 at "
-             "<= 4 rows and block_h 64 at >= 48 rows; v32 h128 at 128 rows took 1,270 us with block_h 64 and "
-             "2,354 us with 16."),
+    "sm90": ("Family from the full tune of this template on the H200 (2026-12-03, bench/tune/sm90_*.csv): v32 h64 "
+             "and h128 chose block_t 64 with 8 warps and one tile in flight at every batch size (block_h 32 below "
+             "8 rows, 64 above); model1 h16 and h64 chose block_t 64 with 4 warps and one tile in flight from 8 rows "
+             "up (block_h 32 from 48 rows at h64), block_t 32 below."),
     "mma.sync": (
-        "Family from the sm89-proxy sweep (2026-12-02, H200, the 27 two-stage variants x split counts x 11 batch "
-        "sizes; bench/tune/sm89-proxy_{v32_h128,model1_h64}.csv) with the sm120 prototype's facts: model1 "
-        "block_t 32 with 4 warps was within 3% of the fastest point at every batch size, block_t 16 with 4 warps "
-        "(the previous family) 1.01-1.49x slower, block_h 64 never won, and 4 warps is the sm120 prototype's "
-        "winner; v32 block_t 64 with 8 warps was fastest at every batch size, the best 4-warp point 1.03-1.17x "
-        "slower and block_t 16 with 4 warps 1.37-1.69x slower. That 8-warp result is at block_t 64; at block_t 16 "
-        "4 warps beat 8 on the proxy as on the sm120 prototype (bench/logs/ab_warps_sm89-proxy.txt). The "
-        "proxy runs on H200 multiprocessors (228 KB shared memory, 4.8 TB/s), so its times rank variants, they "
-        "do not predict sm120's; `tune` on an sm120 replaces these tables."),
+        "Family chosen from the sm120 build report of this template (no sm120 or proxy timing of it yet): among "
+        "the block_t and warp counts whose block_h 16 and 32 variants both fit sm120's shared memory with no "
+        "spill in the main loop, the ones closest to the previous template's sm89-proxy sweep (2026-12-02: model1 "
+        "block_t 32 with 4 warps within 3% of the fastest point at every batch size; v32 block_t 64 with 8 warps "
+        "fastest, which now needs 107,520 B at block_h 32 and is pruned, so v32 takes block_t 32 with 8 warps). "
+        "One tile in flight: with two, block_h 32 at 4 warps spills in the main loop on sm_120a. The proxy runs "
+        "on H200 multiprocessors, so its times rank variants and do not predict sm120's; `tune` on an sm120 "
+        "replaces these tables."),
 }
 
 
@@ -96,7 +94,8 @@ def heuristic_table(target: str, records: dict[str, ArtifactRecord], kv_format: 
     rows = [_row(preferred, h_q, bound, sms) for bound in BATCH_BOUNDS]
     rows.append({**rows[-1], "max_batch_rows": None})
     family = _family(target, kv_format)
-    described = f"block_t {family['block_t']}, {family['num_warps']} warps, {family['num_stages']} stages"
+    described = (f"block_t {family['block_t']}, {family['num_warps']} warps, {family['num_stages']} tile(s) in "
+                 f"flight")
     rule = (RULE.format(family=described, sms=sms, max_block_h=family["max_block_h"], max_splits=MAX_SPLITS)
             + WHY[_group(target)])
     return {"target": target, "kv_format": kv_format, "h_q": h_q,

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from build_tools import paths
-from sparse_mla_aot.contract import KV_FORMATS, TOKEN_GRANULE, VARIANT_FIELDS, Variant
+from sparse_mla_aot.contract import D_V, KV_FORMATS, TILES_IN_FLIGHT, TOKEN_GRANULE, VARIANT_FIELDS, Variant
 
 MIN_MMA_ROWS = 16
+# The [block_h, D_V] fp32 accumulator is spread over the program's threads; above this many registers per thread
+# it spills inside the main loop (sm90: block_h 64 with 4 warps held 256 and moved ~2 KB per thread per tile
+# through local memory). Q, P, the tile and its addresses need the rest of the 255 (docs/design.md#performance).
+MAX_ACCUMULATOR_REGISTERS = 128
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,9 @@ class Target:
     capability: tuple[int, int] | None  # the compute capability that selects it; None: only by SPARSE_MLA_AOT_TARGET
     note: str
     binaries: str  # the target whose build holds this target's binaries: itself, or one whose cubins run here
+    # Triton options for every kernel of the target (e.g. maxnreg: ptxas 13.x caps sm_120a at 128 registers
+    # unless the PTX carries .maxnreg); part of every artifact's cache key.
+    compile_options: dict = field(default_factory=dict)
 
     def manifest_entry(self) -> dict:
         """What the wheel's manifest says of the target, for the runtime to pick it by capability and find its
@@ -34,7 +41,7 @@ class Target:
 
 
 # What a target with `binaries = "<other>"` takes from the other target instead of restating it.
-BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary")
+BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary", "compile_options")
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
@@ -54,7 +61,7 @@ def _target(name: str, raw: dict, path: Path) -> Target:
         if restated:
             raise ValueError(f"{path}: [{name}] takes {restated} from [{source}] (binaries = {source!r}); "
                              "remove them")
-        fields.update({key: raw[source][key] for key in BINARY_FIELDS})
+        fields.update({key: raw[source][key] for key in BINARY_FIELDS if key in raw[source]})
     capability = fields.pop("capability", None)
     return Target(name=name, capability=tuple(capability) if capability else None, **fields)
 
@@ -86,6 +93,15 @@ def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
         return False, f"block_h={variant.block_h} must be a power of two >= {MIN_MMA_ROWS} (mma tile rows)"
     if variant.num_warps not in (1, 2, 4, 8, 16):
         return False, f"num_warps={variant.num_warps} must be a power of two <= 16"
-    if variant.num_stages < 1:
-        return False, f"num_stages={variant.num_stages} must be >= 1"
+    if variant.num_stages not in TILES_IN_FLIGHT:
+        return False, f"num_stages={variant.num_stages} (tiles in flight) must be one of {TILES_IN_FLIGHT}"
+    registers = accumulator_registers(variant)
+    if registers > MAX_ACCUMULATOR_REGISTERS:
+        return False, (f"the [{variant.block_h}, {D_V}] fp32 accumulator needs {registers} registers per thread at "
+                       f"{variant.num_warps} warps > {MAX_ACCUMULATOR_REGISTERS}: it would spill in the main loop")
     return True, None
+
+
+def accumulator_registers(variant: Variant) -> int:
+    """fp32 accumulator registers per thread: block_h * D_V values over 32 * num_warps threads."""
+    return variant.block_h * D_V // (32 * variant.num_warps)

@@ -80,7 +80,8 @@ def test_report_prunes_everything_over_the_limit_with_its_figure(sm120_build):
 
 def _resources(dynamic_shared, **overrides):
     fields = dict(elf_arch="sm_120f", registers=128, stack_bytes=0, shared_static_bytes=0, local_bytes=0,
-                  mma_instructions=("HMMA.16816.F32.BF16",))
+                  mma_instructions=("HMMA.16816.F32.BF16",), loop_instructions=100, loop_spill_stores=0,
+                  loop_spill_loads=0, loop_global_loads=8)
     fields.update(overrides)
     return Resources(**fields, dynamic_shared_bytes=dynamic_shared,
                      total_shared_bytes=dynamic_shared + fields["shared_static_bytes"])
@@ -270,3 +271,27 @@ def test_only_triton_compile_errors_prune_anything_else_fails_the_build_naming_t
     with pytest.raises(RuntimeError, match=rf"^building sm120/{re.escape(variant.name)} failed with KeyError: "
                                            r"'block_q' \(not a Triton compile or resource error"):
         artifact.compile_artifact(target, variant.name, tmp_path)
+
+
+SASS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   STL [R1], R2 ;
+        /*0020*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0030*/                   LDL R5, [R1] ;
+        /*0040*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0050*/                   STL [R1+0x4], R8 ;
+        /*0060*/               @P0 BRA 0x20 ;
+        /*0070*/                   STL [R1+0x8], R9 ;
+        /*0080*/                   LDL R3, [R1+0x8] ;
+        /*0090*/                   BRA.U UP0, 0x70 ;
+        /*00a0*/                   EXIT ;
+        /*00b0*/                   BRA 0xb0;
+"""
+
+
+def test_loop_statistics_count_only_instructions_inside_backward_branches():
+    from build_tools.cubin_inspect import loop_instructions
+
+    loop = loop_instructions(SASS)
+    assert [text.split()[0] for text in loop] == ["LDG.E", "LDL", "HMMA.16816.F32.BF16", "STL", "@P0", "STL", "LDL",
+                                                  "BRA.U"]

@@ -31,12 +31,13 @@ def _inputs(kv_format, case):
     return inputs
 
 
+@pytest.mark.parametrize("tiles_in_flight", [1, 2])
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_interpreter_matches_reference(kv_format, case):
+def test_interpreter_matches_reference(kv_format, case, tiles_in_flight):
     inputs = _inputs(kv_format, CASES[case])
     block_h = 64 if inputs["q"].shape[2] == 64 else 16
-    out, lse = interpret_decode(Variant(kv_format, block_h, 32, 4, 2), 3, **inputs)
+    out, lse = interpret_decode(Variant(kv_format, block_h, 32, 4, tiles_in_flight), 3, **inputs)
     ref_out, ref_lse = reference_sparse_mla_decode(**inputs)
     figures = check_close(out.float(), lse, ref_out, ref_lse)
     assert figures["ok"], figures["failures"]
@@ -46,10 +47,11 @@ def test_interpreter_matches_reference(kv_format, case):
         assert torch.all(out[:, :, 0] == 0)
 
 
+@pytest.mark.parametrize("tiles_in_flight", [1, 2])
 @pytest.mark.parametrize("num_splits", [1, 2, 64])
-def test_split_counts_agree_including_empty_splits(num_splits):
+def test_split_counts_agree_including_empty_splits(num_splits, tiles_in_flight):
     inputs = _inputs("model1", CASES["extra_set"])
-    out, lse = interpret_decode(Variant("model1", 16, 16, 4, 2), num_splits, **inputs)
+    out, lse = interpret_decode(Variant("model1", 16, 16, 4, tiles_in_flight), num_splits, **inputs)
     figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
     assert figures["ok"], figures["failures"]
 

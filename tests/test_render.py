@@ -7,7 +7,7 @@ import jinja2
 import pytest
 
 from build_tools import paths, render
-from build_tools.variant import get_target, is_buildable, load_grid
+from build_tools.variant import MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid
 from sparse_mla_aot import plan
 from sparse_mla_aot.contract import COMBINE_PARAMS, D_V, SPLIT_PARAMS, VARIANT_FIELDS, Variant
 
@@ -101,8 +101,27 @@ def test_missing_template_variable_fails_loudly(tmp_path, monkeypatch):
 
 def test_is_buildable_is_the_only_pre_compile_rule():
     sm120 = get_target("sm120")
-    assert all(is_buildable(v, sm120)[0] for v in load_grid())
+    for variant in load_grid():
+        ok, reason = is_buildable(variant, sm120)
+        fits = variant.block_h * D_V // (32 * variant.num_warps) <= MAX_ACCUMULATOR_REGISTERS
+        assert ok == fits, variant.name
+        if not ok:
+            assert f"needs {accumulator_registers(variant)} registers per thread at {variant.num_warps} warps" in reason
+    assert is_buildable(Variant("v32", 64, 32, 8, 2), sm120)[0]
+    assert not is_buildable(Variant("v32", 64, 32, 4, 2), sm120)[0]  # 256 accumulator registers per thread
+    ok, reason = is_buildable(dataclasses.replace(BASE, num_stages=3), sm120)
+    assert not ok and "num_stages=3 (tiles in flight) must be one of (1, 2)" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_t=128), sm120)
     assert not ok and "block_t=128" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_h=8), sm120)
     assert not ok and "block_h=8" in reason
+
+
+def test_tiles_in_flight_is_rendered_as_a_one_tile_prefetch():
+    """num_stages 2 issues the next tile's gathers before this tile's dots; 1 gathers inside the loop only."""
+    prefetching = render.render_split(dataclasses.replace(BASE, num_stages=2)).source
+    in_place = render.render_split(dataclasses.replace(BASE, num_stages=1)).source
+    loop_body = prefetching.split("for tile in range(tile_begin, main_end):", 1)[1]
+    assert loop_body.index("next_raw0 = tl.load(") < loop_body.index("tl.dot(")
+    assert "next_raw0" not in in_place
+    assert in_place.split("for tile in range(tile_begin, main_end):", 1)[1].index("raw0 = tl.load(") > 0

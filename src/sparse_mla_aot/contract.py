@@ -85,6 +85,9 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 # ---------------------------------------------------------------------------------------------- variants
 
 VARIANT_FIELDS = ("kv_format", "block_h", "block_t", "num_warps", "num_stages")
+# num_stages is the number of tiles in flight, implemented by the template (docs/design.md#performance): 1 gathers
+# a tile where it is computed, 2 also has the next tile's gathers in flight meanwhile.
+TILES_IN_FLIGHT = (1, 2)
 _VARIANT_NAME = re.compile(rf"({'|'.join(KV_FORMATS)})_bh(\d+)_bt(\d+)_w(\d+)_s(\d+)")
 
 
@@ -196,7 +199,7 @@ def parse_table_stem(stem: str) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------- artifact records
 
-RECORD_SCHEMA = 2  # bump when a field of ArtifactRecord or Resources changes
+RECORD_SCHEMA = 3  # bump when a field of ArtifactRecord or Resources changes
 STATUSES = ("shipped", "pruned")
 KINDS = ("split", "combine")
 
@@ -224,6 +227,12 @@ class Resources:
     dynamic_shared_bytes: int  # Triton's metadata: what the launch asks for
     total_shared_bytes: int  # static + dynamic: what must fit the target's limit
     mma_instructions: tuple[str, ...]
+    # Inside the main loops (the SASS ranges closed by backward branches), summed over the loops: what one tile's
+    # work issues (docs/design.md#the-static-gate).
+    loop_instructions: int
+    loop_spill_stores: int  # STL
+    loop_spill_loads: int  # LDL
+    loop_global_loads: int  # LDG: the gathers and index loads
 
     def to_json(self) -> dict:
         return {**asdict(self), "mma_instructions": list(self.mma_instructions)}
