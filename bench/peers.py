@@ -252,7 +252,7 @@ def timed(sets: list[dict], decode) -> dict:
 
 
 def reference_check(decode, inputs: dict) -> dict:
-    """SPEC-rule figures of one call of `decode` against the float64 reference on the same inputs."""
+    """The numerics rule's figures (docs/design.md#numerics) for one call of `decode` against the float64 reference on the same inputs."""
     out, lse = decode(**inputs)
     return check_close(out.float(), lse.float(), *(t.float() for t in reference_sparse_mla_decode(**inputs)))
 

@@ -48,14 +48,14 @@ def test_verdict_only_beyond_the_spread():
     assert verdict(_stats(120, 118, 121), _stats(100, 98, 103)) == "B faster by 16.7%"
 
 
-def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept):
-    """A build report of shipped two-stage variants (block_h 16, 32, 64) for target, and one committed table of
-    kind kept[2] for (kv_format, h_q) = kept[:2]; returns that table's path."""
+def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept, stages=2):
+    """A build report of shipped variants (block_h 16, 32, 64; `stages` tiles in flight) for target, and one
+    committed table of kind kept[2] for (kv_format, h_q) = kept[:2]; returns that table's path."""
     from build_tools import paths, tables
 
     monkeypatch.setattr(paths, "VARIANTS_DIR", tmp_path / "variants")
     monkeypatch.setenv(paths.BUILD_DIR_ENV, str(tmp_path / "build"))
-    records = [fake_record(Variant(f, bh, bt, w, 2).name, target=target).to_json()
+    records = [fake_record(Variant(f, bh, bt, w, stages).name, target=target).to_json()
                for f in ("v32", "model1") for bh in (16, 32, 64) for bt in block_ts for w in warps]
     (tmp_path / "build" / target).mkdir(parents=True)
     (tmp_path / "build" / target / "report.json").write_text(json.dumps({"artifacts": records}))
@@ -68,18 +68,19 @@ def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept):
 def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
     from build_tools import tables
 
-    tuned = _fake_build(tmp_path, monkeypatch, "sm90", block_ts=(16,), warps=(4,), kept=("model1", 64, "tuned"))
+    tuned = _fake_build(tmp_path, monkeypatch, "sm90", block_ts=(64,), warps=(4, 8), kept=("model1", 64, "tuned"),
+                        stages=1)
     tables.write_heuristic_tables("sm90")
     assert json.loads(tuned.read_text()) == {"provenance": {"kind": "tuned"}, "rows": []}
     heuristic = json.loads(tables.table_path("sm90", "model1", 128).read_text())
     assert heuristic["provenance"]["kind"] == "heuristic"
     rows = [(r["max_batch_rows"], r["variant"], r["num_splits"]) for r in heuristic["rows"]]
-    # 132 SMs: block_h 16 (8 head blocks) while bound * 8 < 132, then block_h 64 (2 head blocks)
-    assert rows[:5] == [(1, "model1_bh16_bt16_w4_s2", 32), (2, "model1_bh16_bt16_w4_s2", 16),
-                        (4, "model1_bh16_bt16_w4_s2", 8), (8, "model1_bh16_bt16_w4_s2", 4),
-                        (16, "model1_bh16_bt16_w4_s2", 2)]
-    assert rows[5:] == [(32, "model1_bh64_bt16_w4_s2", 4), (64, "model1_bh64_bt16_w4_s2", 2),
-                        (128, "model1_bh64_bt16_w4_s2", 1), (None, "model1_bh64_bt16_w4_s2", 1)]
+    # 132 SMs: block_h 16 (8 head blocks) while bound * 8 < 132, then the family's largest, block_h 32 (4 blocks)
+    assert rows[:5] == [(1, "model1_bh16_bt64_w4_s1", 32), (2, "model1_bh16_bt64_w4_s1", 16),
+                        (4, "model1_bh16_bt64_w4_s1", 8), (8, "model1_bh16_bt64_w4_s1", 4),
+                        (16, "model1_bh16_bt64_w4_s1", 2)]
+    assert rows[5:] == [(32, "model1_bh32_bt64_w4_s1", 2), (64, "model1_bh32_bt64_w4_s1", 1),
+                        (128, "model1_bh32_bt64_w4_s1", 1), (None, "model1_bh32_bt64_w4_s1", 1)]
 
 
 def test_screening_keeps_every_point_within_the_margin():
@@ -144,17 +145,17 @@ def test_proxy_derived_table_prefers_a_near_tie_that_spills_less_and_scales_spli
         proxy_derived_table("sm90", records, rows, "v32", 128, {})
 
 
-def test_mma_sync_targets_take_the_sweep_family_and_keep_proxy_derived_tables(tmp_path, monkeypatch):
+def test_mma_sync_targets_take_their_family_and_keep_proxy_derived_tables(tmp_path, monkeypatch):
     from build_tools import tables
 
     derived = _fake_build(tmp_path, monkeypatch, "sm120", block_ts=(16, 32, 64), warps=(4, 8),
-                          kept=("v32", 128, "proxy-derived"))
+                          kept=("v32", 128, "proxy-derived"), stages=1)
     tables.write_heuristic_tables("sm120")
     assert json.loads(derived.read_text())["rows"] == []
     model1 = json.loads(tables.table_path("sm120", "model1", 128).read_text())
-    assert {r["variant"] for r in model1["rows"]} == {"model1_bh16_bt32_w4_s2", "model1_bh32_bt32_w4_s2"}
+    assert {r["variant"] for r in model1["rows"]} == {"model1_bh16_bt32_w4_s1", "model1_bh32_bt32_w4_s1"}
     v32 = json.loads(tables.table_path("sm120", "v32", 64).read_text())
-    assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt64_w8_s2", "v32_bh64_bt64_w8_s2"}
+    assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt32_w8_s1", "v32_bh32_bt32_w8_s1"}
 
 
 def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_and_resumes(tmp_path, monkeypatch):
