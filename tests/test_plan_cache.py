@@ -103,7 +103,7 @@ def run(args: dict, launcher, kernels, checks) -> tuple[str, object]:
     assert expected is None, f"accepted a call the full check refuses ({type(expected).__name__}: {expected})"
     assert len(launcher.launches) == launches + 1
     spec, stream, pointers = launcher.launches[-1]
-    assert stream == STREAM
+    assert stream == torch._C._cuda_getCurrentRawStream(None)  # the current stream (STREAM unless a test moved)
     tensors = [args.get(name) for name in plan_cache.TENSOR_SOURCES]
     assert pointers[:len(tensors)] == tuple(0 if t is None else t.data_ptr() for t in tensors)
     assert pointers[plan_cache.OUT] == out.data_ptr() and pointers[plan_cache.LSE] == lse.data_ptr()
@@ -203,6 +203,30 @@ def test_the_cache_is_bounded(runtime, monkeypatch):
     for b in (1, 2, 3):
         run(inputs(b=b), *runtime)
     assert len(ops._plans) == 1  # the third signature started the cache over
+
+
+def _workspace_of_last_launch(launcher) -> int:
+    return launcher.launches[-1][2][plan_cache.WORKSPACE]
+
+
+def test_workspace_is_per_stream_outside_capture_and_new_under_capture(runtime, monkeypatch):
+    launcher, _, _ = runtime
+    small, large = inputs(b=1), inputs(b=4)
+    run(small, *runtime)
+    first = _workspace_of_last_launch(launcher)
+    run(small, *runtime)
+    assert _workspace_of_last_launch(launcher) == first  # same stream: shared
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: STREAM + 1)
+    run(small, *runtime)
+    other_stream = _workspace_of_last_launch(launcher)
+    assert other_stream != first and ops._workspaces[(STREAM, None)].data_ptr() == first
+    run(large, *runtime)  # needs more: grown, for this stream only
+    assert ops._workspaces[(STREAM + 1, None)].numel() > ops._workspaces[(STREAM, None)].numel()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    held = {key: t.data_ptr() for key, t in ops._workspaces.items()}
+    run(small, *runtime)
+    assert _workspace_of_last_launch(launcher) not in held.values()
+    assert {key: t.data_ptr() for key, t in ops._workspaces.items()} == held
 
 
 # ---------------------------------------------------------------------------------------------- property

@@ -1,20 +1,14 @@
-/*
- * sparse_mla_aot._launcher: the runtime's only CUDA driver calls.
- *
- *   - Python limited API (abi3, >= 3.10): one binary for every CPython 3.10+.
- *   - libcuda.so.1 is dlopen()ed on first use, never linked: importing works on a machine without a driver,
- *     and only calls that need the driver fail, with a RuntimeError naming libcuda.so.1.
- *   - launch() is the per-call path: one spec (bytes, built by launch.py at plan time) holds both kernels'
- *     functions, grids and argument buffers with every scalar already in place; the call copies the buffers,
- *     writes the call's pointers into their slots and makes two cuLaunchKernel calls
- *     (CU_LAUNCH_PARAM_BUFFER_POINTER). Everything is checked before the driver is touched.
- *   - The device's primary context (the one the CUDA runtime, so torch, uses) is made current only when the
- *     thread's current context differs (one cuCtxGetCurrent per call otherwise); a context of another device
- *     that was current is restored afterwards, so a caller that switched devices still launches on the
- *     tensors' device and keeps its own.
- *
- * Global state: the dlopen handle and the resolved entry points, set once under the GIL.
- */
+/* sparse_mla_aot._launcher: the runtime's only CUDA driver calls.
+ *  - Python limited API (abi3, >= 3.10): one binary for every CPython 3.10+.
+ *  - libcuda.so.1 is dlopen()ed on first use, never linked: importing works without a driver, and only calls
+ *    that need one fail, with a RuntimeError naming libcuda.so.1. Global state: the resolved entry points.
+ *  - launch() is the per-call path: a spec (bytes, packed by launch.py once per plan) holds both kernels'
+ *    functions, grids and argument buffers with every scalar in place; a call copies the buffers, writes its
+ *    pointers into their slots and makes two cuLaunchKernel calls (CU_LAUNCH_PARAM_BUFFER_POINTER).
+ *    Everything is checked before the driver is touched.
+ *  - The device's primary context (the CUDA runtime's, so torch's) is made current only when the thread's
+ *    differs (one cuCtxGetCurrent otherwise); a context that was current is restored afterwards, so a caller
+ *    that switched devices still launches on the tensors' device and keeps its own. */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030A0000
 #endif
@@ -27,13 +21,12 @@
 #include <string.h>
 
 /* The driver types and constants used here (values from cuda.h), so building needs no CUDA headers. */
-typedef int CUresult;
-#define CUDA_SUCCESS 0
-typedef int CUdevice;
+typedef int CUresult, CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+#define CUDA_SUCCESS 0
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define CU_LAUNCH_PARAM_END ((void *)0x00)
 #define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
@@ -44,20 +37,13 @@ typedef struct CUstream_st *CUstream;
 #define MAX_ARG_BYTES 256
 #define MAX_POINTERS 16
 #define MAX_SOURCES 16
-typedef struct {
-    uint64_t offset; /* where the pointer goes in args (8-byte aligned) */
-    uint64_t source; /* which pointer argument of launch() */
-    uint64_t addend; /* bytes added to it */
-} pointer_slot;
+typedef struct { uint64_t offset, source, addend; } pointer_slot; /* args[offset/8] = pointers[source] + addend */
 typedef struct {
     uint64_t function, grid[3], block_x, shared_bytes, arg_bytes, pointer_count;
     pointer_slot pointers[MAX_POINTERS];
     uint64_t args[MAX_ARG_BYTES / 8];
 } kernel_spec;
-typedef struct {
-    uint64_t context;
-    kernel_spec kernels[2];
-} launch_spec;
+typedef struct { uint64_t context; kernel_spec kernels[2]; } launch_spec;
 
 static CUresult (*p_cuInit)(unsigned int);
 static CUresult (*p_cuDeviceGet)(CUdevice *, int);
@@ -75,8 +61,7 @@ static int g_driver_state; /* 0 not tried, 1 loaded, -1 failed (sticky: the mess
 static char g_load_error[512];
 
 /* Load libcuda.so.1 and its entry points once; 0, or -1 with RuntimeError set. */
-static int
-ensure_driver(void)
+static int ensure_driver(void)
 {
     void *lib;
     if (g_driver_state == 0) {
@@ -102,8 +87,7 @@ ensure_driver(void)
 }
 
 /* RuntimeError("<what> failed: CUDA_ERROR_xxx [CUresult n]"); returns -1. */
-static int
-raise_cu(const char *what, CUresult r)
+static int raise_cu(const char *what, CUresult r)
 {
     const char *name = NULL;
     if (p_cuGetErrorName(r, &name) != CUDA_SUCCESS || name == NULL)
@@ -113,8 +97,7 @@ raise_cu(const char *what, CUresult r)
 }
 
 /* An int argument in [lo, hi] as uint64; -1 with TypeError/OverflowError naming it. */
-static int
-get_u64(PyObject *obj, uint64_t lo, uint64_t hi, uint64_t *out, const char *fname, const char *what)
+static int get_u64(PyObject *obj, uint64_t lo, uint64_t hi, uint64_t *out, const char *fname, const char *what)
 {
     unsigned long long v;
     if (!PyLong_Check(obj)) {
@@ -132,8 +115,7 @@ get_u64(PyObject *obj, uint64_t lo, uint64_t hi, uint64_t *out, const char *fnam
     return 0;
 }
 
-static int
-check_nargs(const char *fname, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
+static int check_nargs(const char *fname, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
 {
     if (nargs >= lo && nargs <= hi)
         return 0;
@@ -143,8 +125,7 @@ check_nargs(const char *fname, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
 
 /* Make ctx current; *previous is the context to restore afterwards (NULL: none, the thread had no context and
  * keeps ours, as it would after the CUDA runtime's first call on it). */
-static int
-enter_context(CUcontext ctx, CUcontext *previous)
+static int enter_context(CUcontext ctx, CUcontext *previous)
 {
     CUcontext current = NULL;
     CUresult r = p_cuCtxGetCurrent(&current);
@@ -159,8 +140,7 @@ enter_context(CUcontext ctx, CUcontext *previous)
     return 0;
 }
 
-static int
-leave_context(CUcontext previous)
+static int leave_context(CUcontext previous)
 {
     CUresult r;
     if (previous == NULL || (r = p_cuCtxSetCurrent(previous)) == CUDA_SUCCESS)
@@ -172,14 +152,12 @@ leave_context(CUcontext previous)
 
 /* primary_context(device: int) -> int: the device's primary context, retained for the process's lifetime
  * (loaded modules live in it). */
-static PyObject *
-py_primary_context(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *py_primary_context(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     uint64_t ordinal;
     CUdevice dev;
     CUcontext ctx = NULL;
     CUresult r;
-    (void)self;
     if (check_nargs("primary_context", nargs, 1, 1) < 0
         || get_u64(args[0], 0, INT32_MAX, &ordinal, "primary_context", "device") < 0 || ensure_driver() < 0)
         return NULL;
@@ -193,19 +171,16 @@ py_primary_context(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: load a cubin or
  * NUL-terminated PTX into the context, look up the kernel, opt in to > 48 KiB dynamic shared memory. */
-static PyObject *
-py_load_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *py_load_function(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     uint64_t ctx, smem;
-    char *image;
+    char *image, what[256];
     const char *name;
     Py_ssize_t len = 0, name_len = 0;
     CUcontext previous;
     CUmodule mod = NULL;
     CUfunction fn = NULL;
     CUresult r;
-    char what[256];
-    (void)self;
     if (check_nargs("load_function", nargs, 4, 4) < 0
         || get_u64(args[0], 1, UINT64_MAX, &ctx, "load_function", "context") < 0)
         return NULL;
@@ -243,8 +218,7 @@ py_load_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* One kernel of a spec is usable: every field in range, every pointer slot inside the buffer. */
-static int
-check_kernel(const kernel_spec *k, Py_ssize_t sources, int which)
+static int check_kernel(const kernel_spec *k, Py_ssize_t sources, int which)
 {
     uint64_t i;
     int ok = k->function != 0 && k->block_x >= 1 && k->block_x <= 1024 && k->shared_bytes <= UINT32_MAX
@@ -262,8 +236,7 @@ check_kernel(const kernel_spec *k, Py_ssize_t sources, int which)
 }
 
 /* launch(spec: bytes, stream: int, *pointers: int) -> None */
-static PyObject *
-py_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     launch_spec spec;
     uint64_t stream, pointers[MAX_SOURCES], buffers[2][MAX_ARG_BYTES / 8];
@@ -271,7 +244,6 @@ py_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     CUcontext previous;
     CUresult r = CUDA_SUCCESS;
     int k;
-    (void)self;
     if (check_nargs("launch", nargs, 2, 2 + MAX_SOURCES) < 0)
         return NULL;
     if (!PyBytes_Check(args[0]) || PyBytes_Size(args[0]) != (Py_ssize_t)sizeof(spec)) {
@@ -327,8 +299,7 @@ static PyMethodDef launcher_methods[] = {
      "pointers written into their argument buffers."},
     {NULL, NULL, 0, NULL}};
 
-static int
-launcher_exec(PyObject *module)
+static int launcher_exec(PyObject *module)
 {
     return PyModule_AddIntConstant(module, "SPEC_BYTES", (long)sizeof(launch_spec));
 }
@@ -339,8 +310,7 @@ static struct PyModuleDef launcher_module = {
     PyModuleDef_HEAD_INIT, "_launcher", "The CUDA driver calls of sparse_mla_aot (libcuda.so.1 dlopen()ed).", 0,
     launcher_methods, launcher_slots, NULL, NULL, NULL};
 
-PyMODINIT_FUNC
-PyInit__launcher(void)
+PyMODINIT_FUNC PyInit__launcher(void)
 {
     return PyModuleDef_Init(&launcher_module);
 }

@@ -16,6 +16,7 @@ from sparse_mla_aot.validation import D_V, DecodeCall, check_arguments, check_de
 _catalog: Catalog | None = None
 _devices: dict[int, DeviceKernels] = {}
 _plans: dict[tuple, plan_cache.CachedPlan] = {}
+_workspaces: dict[tuple[int, int], torch.Tensor] = {}  # (stream, device index) -> split workspace, outside capture
 _lock = threading.Lock()
 # os.environ's backing dict (bytes on POSIX): the per-call path reads two variables, and a lookup here costs ~50 ns
 # where os.environ.get costs ~1 us. Assignments through os.environ update it; the runtime is Linux-only.
@@ -96,15 +97,29 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
                 _plans.clear()
             _plans[key] = plan
     device = plan.device
-    workspace = torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
+    stream = torch._C._cuda_getCurrentRawStream(plan.device_index)  # current_stream().cuda_stream without a Stream
+    workspace = _workspace(plan, stream)
     if out is None:
         out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
     if lse is None:
         lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=device)
-    plan.launch(plan.spec, torch._C._cuda_getCurrentRawStream(plan.device_index),
-                *[0 if t is None else t.data_ptr() for t in tensors],
-                workspace.data_ptr(), out.data_ptr(), lse.data_ptr())
+    plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors], workspace.data_ptr(),
+                out.data_ptr(), lse.data_ptr())
     return out, lse
+
+
+def _workspace(plan: plan_cache.CachedPlan, stream: int) -> torch.Tensor:
+    """The split workspace. Under capture a new one from PyTorch's allocator (the graph's pool: a replay, maybe on
+    another stream, must not share memory with eager calls). Outside capture the stream's own, grown on demand:
+    calls on one stream run in order on the GPU, so they can share it, and calls on two streams (two threads)
+    never do. A replaced workspace goes back to the allocator, which reuses it only on its stream."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(plan.workspace_elements, dtype=torch.float32, device=plan.device)
+    key = (stream, plan.device_index)  # the default stream is 0 on every device
+    workspace = _workspaces.get(key)
+    if workspace is None or workspace.numel() < plan.workspace_elements:
+        workspace = _workspaces[key] = torch.empty(plan.workspace_elements, dtype=torch.float32, device=plan.device)
+    return workspace
 
 
 def _plan_call(q, k_cache, indices, softmax_scale, **options) -> plan_cache.CachedPlan:
