@@ -5,7 +5,6 @@ a real run, and AOT dispatch with static and dynamic shapes. The H200 side (torc
 graph break, same result as eager) is bench/compile_check.py."""
 from __future__ import annotations
 
-import contextlib
 
 import pytest
 import torch
@@ -25,16 +24,13 @@ def _reference(q, k_cache, indices, softmax_scale, kv_format=None, attn_sink=Non
     return out.to(torch.bfloat16), lse
 
 
-# Registered for this process, but off (the op on CPU tensors keeps refusing) except inside reference_on_cpu.
-sparse_mla_decode_op.register_kernel("cpu", _reference)
-_OFF_OUTSIDE_THE_FIXTURE = contextlib.ExitStack()
-_OFF_OUTSIDE_THE_FIXTURE.enter_context(sparse_mla_decode_op.set_kernel_enabled("cpu", False))
-
-
 @pytest.fixture
 def reference_on_cpu():
-    with sparse_mla_decode_op.set_kernel_enabled("cpu", True):
-        yield
+    """The reference as the op's CPU kernel, for one test (the registration goes with its library)."""
+    library = torch.library.Library("sparse_mla_aot", "FRAGMENT")
+    torch.library.register_kernel("sparse_mla_aot::sparse_mla_decode", "cpu", _reference, lib=library)
+    yield
+    library._destroy()
 
 
 def _args(kv_format: str, **options) -> tuple[tuple, dict]:
@@ -61,7 +57,7 @@ def test_fake_implementation_matches_the_contract():
     assert (tuple(lse.shape), lse.dtype) == ((2, 1, 16), torch.float32)
 
 
-def test_on_cpu_tensors_without_a_cpu_kernel_the_op_refuses_like_the_function():
+def test_on_cpu_tensors_the_op_refuses_like_the_function():
     args, kwargs = _args("v32")
     with pytest.raises(ValueError, match=r"^q must be a CUDA tensor; got device cpu$"):
         torch.ops.sparse_mla_aot.sparse_mla_decode(*args, **kwargs)
