@@ -34,19 +34,29 @@ class CachedPlan:
     lse_shape: tuple[int, int, int]
 
 
-def _tensor_key(t) -> tuple | None:
-    """What the checks read of one tensor argument; AttributeError for something that is not a tensor."""
+def _plain_key(t) -> tuple | None:
+    """What the checks read of a plain tensor argument: type, dtype, shape, contiguity (any contiguous layout
+    passes), device, address modulo ALIGNMENT. AttributeError for something that is not a tensor."""
+    if t is None:
+        return None
+    return type(t), t.dtype, t.shape, t.is_contiguous(), t.device, t.data_ptr() % ALIGNMENT
+
+
+def _cache_key(t) -> tuple | None:
+    """What the checks read of a cache: as a plain tensor, with its strides (they are its page layout)."""
     if t is None:
         return None
     return type(t), t.dtype, t.shape, t.stride(), t.device, t.data_ptr() % ALIGNMENT
 
 
 def signature(tensors: tuple, softmax_scale, kv_format, out, lse, force) -> tuple:
-    """The cache key of a call: per tensor argument (TENSOR_SOURCES order, then out and lse) its type, dtype,
-    shape, strides, device and address modulo ALIGNMENT, or None when absent; the scale and kv_format with their
-    types; the SPARSE_MLA_AOT_FORCE setting. Raises AttributeError (a non-tensor) or TypeError (unhashable) for
-    arguments the full check refuses anyway."""
-    return (*map(_tensor_key, tensors), _tensor_key(out), _tensor_key(lse), type(softmax_scale), softmax_scale,
+    """The cache key of a call: each tensor argument's key (TENSOR_SOURCES order, then out and lse), None when
+    absent; the scale and kv_format with their types; the SPARSE_MLA_AOT_FORCE setting. Raises AttributeError (a
+    non-tensor) or TypeError (unhashable) for arguments the full check refuses anyway."""
+    q, k_cache, indices, topk_length, extra_k_cache, extra_indices, extra_topk_length, attn_sink = tensors
+    return (_plain_key(q), _cache_key(k_cache), _plain_key(indices), _plain_key(topk_length),
+            _cache_key(extra_k_cache), _plain_key(extra_indices), _plain_key(extra_topk_length),
+            _plain_key(attn_sink), _plain_key(out), _plain_key(lse), type(softmax_scale), softmax_scale,
             type(kv_format), kv_format, force)
 
 
