@@ -1,6 +1,7 @@
 """GPU acceptance run for the installed wheel (issues: build pipeline, wheel): numerics of chosen sm90 variants
-through the native launcher, the dispatched op at serving shapes, CUDA-graph replay with fresh inputs, host
-overhead and cold start. Prints a table per check; writes the figures as JSON to $OUT (or ./gpu_check.json).
+through the native launcher, the dispatched op at serving shapes, CUDA-graph replay with fresh inputs, two threads
+on two streams, and cold start (host time per call: bench/host_overhead.py). Prints a table per check; writes
+the figures as JSON to $OUT (or ./gpu_check.json).
 
     python bench/h200_check.py            # with sparse_mla_aot installed from wheels/
 """
@@ -11,7 +12,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -89,53 +89,6 @@ def dispatched_numerics_and_graphs() -> list:
     return rows
 
 
-def _median_us(fn, calls: int) -> dict:
-    """Host time of fn() with an idle GPU queue (synchronize before each sample, not inside it)."""
-    samples = []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - t0)
-    samples.sort()
-    return {"median_us": samples[calls // 2] / 1000, "p10_us": samples[calls // 10] / 1000,
-            "p90_us": samples[calls * 9 // 10] / 1000}
-
-
-def host_overhead(calls: int = 2000) -> dict:
-    """Whole eager call, and its parts, at model1 h_q 16 topk 512 b=1 (preallocated out/lse)."""
-    from sparse_mla_aot import dispatch, ops, plan, validation
-
-    inputs = _inputs("model1", 1, 1, seed=5, h_q=16, extra_topk=0)
-    out = torch.empty((1, 1, 16, 512), dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty((1, 1, 16), dtype=torch.float32, device="cuda")
-    for _ in range(50):
-        sparse_mla_decode(**inputs, out=out, lse=lse)
-    call = validation.check_arguments(**inputs, out=out, lse=lse)
-    kernels = ops._kernels_for(0)
-    choice = dispatch.choose(kernels.catalog, kernels.target, "model1", 16, 1)
-    split, combine = kernels.kernels[choice.variant], kernels.kernels[COMBINE_NAME]
-    p = plan.make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
-    partials = plan.allocate_partials(p, call.q.device)
-    stream = torch.cuda.current_stream().cuda_stream
-    split_args = plan.split_arguments(call, p, *partials)
-    combine_args = plan.combine_arguments(call, p, *partials, out, lse)
-    return {
-        "whole_call": _median_us(lambda: sparse_mla_decode(**inputs, out=out, lse=lse), calls),
-        "validation": _median_us(lambda: validation.check_devices(validation.check_arguments(
-            **inputs, out=out, lse=lse)), calls),
-        "dispatch": _median_us(lambda: dispatch.choose(kernels.catalog, kernels.target, "model1", 16, 1), calls),
-        "plan_and_workspace": _median_us(lambda: plan.allocate_partials(
-            plan.make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits), call.q.device),
-            calls),
-        "argument_packing": _median_us(lambda: (plan.split_arguments(call, p, *partials),
-                                                plan.combine_arguments(call, p, *partials, out, lse)), calls),
-        "two_launches": _median_us(lambda: (kernels.launch(split, p.split_grid, stream, split_args),
-                                            kernels.launch(combine, p.combine_grid, stream, combine_args)), calls),
-        "calls": calls,
-    }
-
-
 def concurrent_streams(iterations: int = 50) -> dict:
     """Two threads on two streams, each decoding its own inputs repeatedly: results equal sequential calls."""
     import threading
@@ -209,12 +162,8 @@ def main() -> None:
     RESULTS["concurrent_streams"] = concurrent_streams()
     print(f"two threads x two streams: {RESULTS['concurrent_streams']}")
     RESULTS["triton_in_sys_modules"] = "triton" in sys.modules
-    RESULTS["host_overhead"] = host_overhead()
     RESULTS["cold_start"] = cold_start()
     print(f"triton in sys.modules after calls: {RESULTS['triton_in_sys_modules']}")
-    for part, h in RESULTS["host_overhead"].items():
-        if part != "calls":
-            print(f"host time, {part}: median {h['median_us']:.2f} us (p10 {h['p10_us']:.2f}, p90 {h['p90_us']:.2f})")
     print(f"cold start (import -> first correct result): {RESULTS['cold_start']}")
     path = os.path.join(os.environ.get("OUT", "."), f"gpu_check_{RESULTS['target']}.json")
     with open(path, "w") as f:

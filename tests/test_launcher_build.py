@@ -1,38 +1,28 @@
-"""CPU-only build/import test for the sparse_mla_aot._launcher C extension.
+"""CPU tests of the sparse_mla_aot._launcher C extension: built against the running interpreter's headers with
+the limited API and imported from tmp_path; argument and spec checks without a driver; no link-time dependency on
+libcuda; and its driver calls (context handling, argument buffers, errors) against a stand-in libcuda.so.1
+(tests/native/)."""
 
-Compiles src/sparse_mla_aot/_launcher.c against the running interpreter's
-headers with the limited API, imports it from pytest's tmp_path, and checks
-that argument validation works without touching the CUDA driver and that the
-binary has no link-time dependency on libcuda.
-"""
-
-import ctypes
+import ctypes.util
 import importlib.machinery
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
+from sparse_mla_aot.launch import CONTEXT, KERNEL_SPEC, MAX_POINTERS, SPEC_BYTES
+from tests.native.fake_driver_checks import CHECKS
+
+FAKE_DRIVER_CHECKS = sorted(CHECKS)
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "sparse_mla_aot" / "_launcher.c"
-
-
-def _has_driver() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
-# What every driver call raises where libcuda.so.1 is absent (CI, the build host): checked to the letter there.
-NO_DRIVER = pytest.mark.skipif(_has_driver(), reason="a CUDA driver is installed; this checks the driver-less error")
-NO_DRIVER_MESSAGE = ("sparse_mla_aot: cannot load libcuda.so.1 (libcuda.so.1: cannot open shared object file: "
-                     "No such file or directory); a CUDA driver is required to launch kernels")
 
 
 @pytest.fixture(scope="module")
@@ -89,100 +79,101 @@ def test_init_symbol_matches_module_name(built_so):
 
 def test_import_without_gpu(launcher):
     assert launcher.__name__ == "sparse_mla_aot._launcher"
-    for fn in (
-        "driver_version",
-        "use_device",
-        "load_module",
-        "get_function",
-        "launch",
-    ):
-        assert callable(getattr(launcher, fn))
+    assert [n for n in dir(launcher) if not n.startswith("_")] == ["SPEC_BYTES", "launch", "load_function",
+                                                                    "primary_context"]
+    assert launcher.SPEC_BYTES == SPEC_BYTES  # launch.py packs what the C code reads
 
 
-@NO_DRIVER
-def test_driver_version_without_a_driver_names_libcuda(launcher):
-    with pytest.raises(RuntimeError, match=f"^{re.escape(NO_DRIVER_MESSAGE)}$"):
-        launcher.driver_version()
+def spec(context=0x1000, split=None, combine=None) -> bytes:
+    """A launch spec from fields (each kernel: function, grid, block_x, shared_bytes, arg_bytes, slots, args)."""
+    def kernel(function=0x2000, grid=(1, 1, 1), block_x=128, shared_bytes=0, arg_bytes=16, slots=((0, 0, 0),),
+               args=b""):
+        flat = [v for slot in slots for v in slot]
+        return KERNEL_SPEC.pack(function, *grid, block_x, shared_bytes, arg_bytes, len(slots), *flat,
+                                *[0] * (3 * MAX_POINTERS - len(flat)), args)
+    return CONTEXT.pack(context) + kernel(**(split or {})) + kernel(**(combine or {}))
 
 
-# launch(function, grid_x, grid_y, grid_z, block_x, shared_bytes, stream, arg_types, *args)
-FIXED = (0x1234, 1, 1, 1, 128, 0, 0)
+@pytest.mark.parametrize("bad, message", [
+    ({"split": {"function": 0}}, "kernel 0 of the spec is malformed"),
+    ({"combine": {"grid": (1, 0, 1)}}, "kernel 1 of the spec is malformed"),
+    ({"split": {"grid": (2**32, 1, 1)}}, "kernel 0 of the spec is malformed"),
+    ({"split": {"block_x": 2048}}, "kernel 0 of the spec is malformed"),
+    ({"split": {"arg_bytes": 264}}, "kernel 0 of the spec is malformed"),
+    ({"split": {"slots": ((4, 0, 0),)}}, "kernel 0 of the spec is malformed"),  # not 8-byte aligned
+    ({"split": {"slots": ((16, 0, 0),)}}, "kernel 0 of the spec is malformed"),  # past arg_bytes
+    ({"combine": {"slots": ((0, 1, 0),)}}, "kernel 1 of the spec is malformed"),  # source 1 of 1 pointer
+    ({"context": 0}, "the spec's context is NULL"),
+])
+def test_launch_refuses_a_malformed_spec_before_the_driver(launcher, bad, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        launcher.launch(spec(**bad), 0, 0x7000)
 
 
-def test_launch_arg_count_mismatch(launcher):
-    with pytest.raises(TypeError, match=r"^launch\(\): arg_types has 3 codes but 2 kernel arguments were given$"):
-        launcher.launch(*FIXED, b"pil", 1, 2)
+def test_launch_checks_its_arguments(launcher):
+    with pytest.raises(ValueError, match=rf"spec must be bytes of length {SPEC_BYTES}"):
+        launcher.launch(spec()[:-1], 0, 0x7000)
+    with pytest.raises(ValueError, match=rf"spec must be bytes of length {SPEC_BYTES}"):
+        launcher.launch(bytearray(spec()), 0, 0x7000)
+    with pytest.raises(TypeError, match=r"launch\(\) takes 2 to 18 positional arguments \(1 given\)"):
+        launcher.launch(spec())
+    with pytest.raises(TypeError, match=r"launch\(\) takes 2 to 18 positional arguments \(19 given\)"):
+        launcher.launch(spec(), 0, *[0] * 17)
+    with pytest.raises(TypeError, match=r"launch\(\): stream must be an int, not <class 'NoneType'>"):
+        launcher.launch(spec(), None, 0x7000)
+    with pytest.raises(OverflowError, match=r"launch\(\): a pointer must be in \[0, 18446744073709551615\]"):
+        launcher.launch(spec(), 0, -1)
+    with pytest.raises(TypeError, match=r"launch\(\): a pointer must be an int, not <class 'float'>"):
+        launcher.launch(spec(), 0, 1.0)
 
 
-def test_launch_too_few_fixed_args(launcher):
-    with pytest.raises(TypeError):
-        launcher.launch(0x1234, 1, 1)
-
-
-def test_launch_unknown_type_code(launcher):
-    with pytest.raises(ValueError, match=r"^launch\(\): unknown arg type code 'x' at position 1 of arg_types "
-                                         r"\(expected one of 'p', 'i', 'l', 'f'\)$"):
-        launcher.launch(*FIXED, b"pxi", 1, 2, 3)
-
-
-def test_launch_too_many_args(launcher):
-    with pytest.raises(ValueError):
-        launcher.launch(*FIXED, b"i" * 65, *([0] * 65))
-
-
-def test_launch_int32_overflow_names_position(launcher):
-    with pytest.raises(OverflowError, match=r"^launch\(\): kernel argument 2 \(type code 'i'\) is out of int32 "
-                                            r"range$"):
-        launcher.launch(*FIXED, b"pli", 0, 2**40, 2**31)
-    with pytest.raises(OverflowError):
-        launcher.launch(*FIXED, b"i", -(2**31) - 1)
-    with pytest.raises(OverflowError):
-        launcher.launch(*FIXED, b"l", 2**63)
-    with pytest.raises(OverflowError):
-        launcher.launch(*FIXED, b"p", -1)
-    with pytest.raises(OverflowError):
-        launcher.launch(*FIXED, b"f", 1e300)
-
-
-def test_launch_bad_types(launcher):
-    with pytest.raises(TypeError):
-        launcher.launch(*FIXED, "pi", 0, 1)  # arg_types must be bytes
-    with pytest.raises(TypeError):
-        launcher.launch(*FIXED, b"i", 1.5)
-    with pytest.raises(TypeError):
-        launcher.launch(*FIXED, b"f", "x")
-    with pytest.raises(ValueError):
-        launcher.launch(0, 1, 1, 1, 128, 0, 0, b"")  # NULL function
-    with pytest.raises(OverflowError):
-        launcher.launch(0x1234, 0, 1, 1, 128, 0, 0, b"")  # grid_x must be >= 1
-
-
-@NO_DRIVER
-def test_launch_valid_args_reach_driver(launcher):
-    """Fully valid arguments pass validation and reach the driver, which is absent here."""
-    with pytest.raises(RuntimeError, match=f"^{re.escape(NO_DRIVER_MESSAGE)}$"):
-        launcher.launch(*FIXED, b"pilf", 0x1000, -5, 2**40, 0.5)
+def test_valid_spec_reaches_the_driver(launcher):
+    """Everything valid: on this driverless machine the error names libcuda.so.1 (a machine with a driver has
+    no context 0x1000)."""
+    if ctypes.util.find_library("cuda"):
+        pytest.skip("a CUDA driver is installed")
+    with pytest.raises(RuntimeError, match=r"cannot load libcuda\.so\.1 .*a CUDA driver is required"):
+        launcher.launch(spec(), 0, 0x7000)
+    with pytest.raises(RuntimeError, match=r"cannot load libcuda\.so\.1"):
+        launcher.primary_context(0)
 
 
 def test_other_functions_validate_first(launcher):
-    with pytest.raises(TypeError):
-        launcher.load_module(0, "not bytes")
-    with pytest.raises(ValueError):
-        launcher.load_module(0, b"PTX without NUL")
-    with pytest.raises(TypeError):
-        launcher.get_function(1, b"name", 0)
-    with pytest.raises(ValueError):
-        launcher.get_function(0, "kernel", 0)
-    with pytest.raises(TypeError):
-        launcher.use_device()
-    with pytest.raises(OverflowError):
-        launcher.use_device(-1)
+    with pytest.raises(TypeError, match=r"primary_context\(\) takes 1 to 1 positional arguments \(0 given\)"):
+        launcher.primary_context()
+    with pytest.raises(OverflowError, match=r"primary_context\(\): device must be in \[0, 2147483647\]"):
+        launcher.primary_context(-1)
+    with pytest.raises(OverflowError, match=r"load_function\(\): context must be in"):
+        launcher.load_function(0, b"\x7fELF", "k", 0)
+    for image in ("not bytes", b"", b"PTX without NUL"):
+        with pytest.raises(ValueError, match=r"image must be bytes: an ELF cubin or NUL-terminated PTX"):
+            launcher.load_function(0x1000, image, "k", 0)
+    for name in (b"k", "a\0b"):
+        with pytest.raises(TypeError, match=r"name must be a str without NUL characters"):
+            launcher.load_function(0x1000, b"ptx\0", name, 0)
+    with pytest.raises(OverflowError, match=r"dynamic_shared_bytes must be in \[0, 2147483647\]"):
+        launcher.load_function(0x1000, b"ptx\0", "k", 2**31)
 
 
-@NO_DRIVER
-def test_use_device_without_a_driver_names_libcuda(launcher):
-    with pytest.raises(RuntimeError, match=f"^{re.escape(NO_DRIVER_MESSAGE)}$"):
-        launcher.use_device(0)
+@pytest.fixture(scope="module")
+def fake_driver(tmp_path_factory):
+    """tests/native/fake_libcuda.c built as libcuda.so.1 in a folder of its own."""
+    folder = tmp_path_factory.mktemp("fake_driver")
+    proc = subprocess.run([shutil.which("gcc") or "gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror",
+                           "-Wl,-soname,libcuda.so.1", str(REPO / "tests" / "native" / "fake_libcuda.c"), "-o",
+                           str(folder / "libcuda.so.1")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return folder
+
+
+@pytest.mark.parametrize("check", FAKE_DRIVER_CHECKS)
+def test_with_a_stand_in_driver(built_so, fake_driver, check):
+    """tests/native/fake_driver_checks.py, in a process whose dlopen("libcuda.so.1") finds the stand-in."""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_driver), PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "src")]))
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "native" / "fake_driver_checks.py"), str(built_so),
+                           str(fake_driver / "libcuda.so.1"), check], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == f"{check}: ok"
 
 
 def test_no_link_time_cuda_dependency(built_so):

@@ -53,6 +53,19 @@ def forcing(spec: str | None):
         _forced.reset(token)
 
 
+# os.environ's backing dict (bytes on POSIX): the per-call path reads the environment, and a lookup here costs
+# ~50 ns where os.environ.get costs ~1 us. Assignments through os.environ update it; the runtime is Linux-only.
+ENVIRON = os.environ._data
+_FORCE_KEY = os.fsencode(paths.FORCE_ENV)
+
+
+def forcing_in_effect() -> object:
+    """A cheap hashable token of what forces dispatch now: forcing()'s spec, else SPARSE_MLA_AOT_FORCE's raw bytes
+    (None for the table either way). Calls with equal tokens choose alike: the per-call plan cache keys on it."""
+    spec = _forced.get()
+    return ENVIRON.get(_FORCE_KEY) if spec is _FROM_ENVIRONMENT else spec
+
+
 def forced_spec() -> str | None:
     """The spec in force: forcing()'s, else SPARSE_MLA_AOT_FORCE's; None or empty: the table."""
     spec = _forced.get()

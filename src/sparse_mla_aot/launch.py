@@ -1,15 +1,34 @@
-"""Per-device kernel handles: modules loaded once (prepare() or the first eager call) through the native
-launcher, never under CUDA-graph capture; launches go to the caller's stream."""
+"""Per-device kernels and launch specs. Modules load once per device (prepare() or the first eager call), never
+under CUDA-graph capture. Each kernel's argument-buffer layout comes from its recorded signature at load; a plan's
+launch spec holds both kernels with every scalar argument already in place, so a call only adds pointers (the
+native launcher writes them into the buffers and launches split + combine)."""
 from __future__ import annotations
 
+import struct
 import threading
 from dataclasses import dataclass
 
 from sparse_mla_aot.catalog import Catalog
 from sparse_mla_aot.contract import COMBINE_NAME, COMBINE_PARAMS, SCRATCH_PARAMS, SPLIT_PARAMS, ArtifactRecord, Param
 
-ARG_TYPE_CODES = {"i32": "i", "i64": "l", "fp32": "f"}
-SCRATCH_POINTERS = (0,) * len(SCRATCH_PARAMS)  # Triton's global/profile scratch: unused (size 0) by these kernels
+SCALAR_FORMATS = {"i32": "i", "i64": "q", "fp32": "f"}
+# Triton's global/profile scratch pointers (contract.SCRATCH_PARAMS) are unused (size 0) by these kernels: NULL.
+SCRATCH_POINTERS = len(SCRATCH_PARAMS)
+# _launcher.c's launch_spec, little-endian, every field 8 bytes: the context, then per kernel its function, grid
+# x/y/z, block_x, shared bytes, argument bytes, pointer count, MAX_POINTERS (offset, source, addend) slots and the
+# argument buffer. The native module reports its size (SPEC_BYTES); DeviceKernels refuses another.
+MAX_ARG_BYTES, MAX_POINTERS = 256, 16
+KERNEL_SPEC = struct.Struct(f"<8Q{3 * MAX_POINTERS}Q{MAX_ARG_BYTES}s")
+CONTEXT = struct.Struct("<Q")
+SPEC_BYTES = CONTEXT.size + 2 * KERNEL_SPEC.size
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A pointer argument of a spec: launch()'s pointer argument number `source`, plus `addend` bytes."""
+
+    source: int
+    addend: int = 0
 
 
 @dataclass(frozen=True)
@@ -20,12 +39,40 @@ class LoadedKernel:
     function: int
     block_x: int
     shared_bytes: int
-    arg_types: bytes
+    layout: tuple[tuple[str, int], ...]  # per parameter: struct format, byte offset in the argument buffer
+    arg_bytes: int
 
 
-def arg_type_codes(params: tuple[Param, ...]) -> bytes:
-    """The launcher's per-argument codes from the recorded signature: p(ointer), i32, i64, f32."""
-    return "".join("p" if p.type.startswith("*") else ARG_TYPE_CODES[p.type] for p in params).encode()
+def argument_layout(params: tuple[Param, ...]) -> tuple[tuple[tuple[str, int], ...], int]:
+    """Each recorded parameter's struct format and offset, naturally aligned as in the kernel's parameter space,
+    and the buffer's size."""
+    layout, offset = [], 0
+    for p in params:
+        fmt = "Q" if p.type.startswith("*") else SCALAR_FORMATS[p.type]
+        size = struct.calcsize(fmt)
+        offset = -(-offset // size) * size
+        layout.append((fmt, offset))
+        offset += size
+    return tuple(layout), offset
+
+
+def kernel_spec(kernel: LoadedKernel, grid: tuple[int, int, int], values: tuple) -> bytes:
+    """One kernel of a launch spec. values: the arguments in parameter order less the scratch pointers, each a
+    number (packed now) or a Pointer (a slot the launcher fills per call)."""
+    if len(values) + SCRATCH_POINTERS != len(kernel.layout):
+        raise ValueError(f"kernel {kernel.name} takes {len(kernel.layout) - SCRATCH_POINTERS} arguments before its "
+                         f"scratch pointers; got {len(values)}")
+    args, slots = bytearray(kernel.arg_bytes), []
+    for (fmt, offset), value in zip(kernel.layout, values):
+        if isinstance(value, Pointer):
+            slots += (offset, value.source, value.addend)
+        else:
+            struct.pack_into("<" + fmt, args, offset, value)
+    if kernel.arg_bytes > MAX_ARG_BYTES or len(slots) > 3 * MAX_POINTERS:
+        raise ValueError(f"kernel {kernel.name}: {kernel.arg_bytes} argument bytes and {len(slots) // 3} pointers; "
+                         f"the launcher holds at most {MAX_ARG_BYTES} and {MAX_POINTERS}")
+    return KERNEL_SPEC.pack(kernel.function, *grid, kernel.block_x, kernel.shared_bytes, kernel.arg_bytes,
+                            len(slots) // 3, *slots, *[0] * (3 * MAX_POINTERS - len(slots)), bytes(args))
 
 
 def _check_signature(record: ArtifactRecord) -> None:
@@ -37,15 +84,20 @@ def _check_signature(record: ArtifactRecord) -> None:
 
 
 class DeviceKernels:
-    """The loaded kernels of one device; loading happens outside capture, under a lock."""
+    """The loaded kernels of one device (in its primary context); loading happens outside capture, under a lock.
+    launcher: the native module, or a stand-in with the same functions (tests)."""
 
-    def __init__(self, catalog: Catalog, device_index: int, target: str):
-        from sparse_mla_aot import _launcher  # the native extension; imported when a GPU is first used
-
-        self._launcher = _launcher
+    def __init__(self, catalog: Catalog, device_index: int, target: str, launcher=None):
+        if launcher is None:
+            from sparse_mla_aot import _launcher as launcher  # the native extension; imported when a GPU is used
+        if launcher.SPEC_BYTES != SPEC_BYTES:
+            raise RuntimeError(f"sparse_mla_aot: the native launcher takes {launcher.SPEC_BYTES}-byte launch specs, "
+                               f"launch.py packs {SPEC_BYTES}: they come from different builds; reinstall the wheel")
+        self.launcher = launcher
         self.catalog = catalog
         self.device_index = device_index
         self.target = target
+        self.context = launcher.primary_context(device_index)
         self.kernels: dict[str, LoadedKernel] = {}
         self._lock = threading.Lock()
 
@@ -61,12 +113,12 @@ class DeviceKernels:
                 if record.binary_format == "ptx":
                     image += b"\0"
                 shared_bytes = record.resources.dynamic_shared_bytes
-                module = self._launcher.load_module(self.device_index, image)
-                function = self._launcher.get_function(module, record.kernel_name, shared_bytes)
+                function = self.launcher.load_function(self.context, image, record.kernel_name, shared_bytes)
                 variant = record.variant
                 self.kernels[name] = LoadedKernel(name, variant.block_h if variant else 0,
                                                   variant.block_t if variant else 0, function,
-                                                  32 * record.num_warps, shared_bytes, arg_type_codes(record.params))
+                                                  32 * record.num_warps, shared_bytes,
+                                                  *argument_layout(record.params))
 
     def load_tables(self) -> None:
         """Every variant the target's tables name, plus the combine kernel."""
@@ -75,10 +127,8 @@ class DeviceKernels:
             names.update(row.variant for row in table.rows)
         self.load(sorted(names))
 
-    def use_device(self) -> None:
-        """A thread that never touched CUDA has no current context: give it this device's (primary) one."""
-        self._launcher.use_device(self.device_index)
-
-    def launch(self, k: LoadedKernel, grid: tuple[int, int, int], stream: int, args: tuple) -> None:
-        self._launcher.launch(k.function, grid[0], grid[1], grid[2], k.block_x, k.shared_bytes, stream, k.arg_types,
-                         *args, *SCRATCH_POINTERS)
+    def launch_spec(self, split: LoadedKernel, split_grid: tuple[int, int, int], split_values: tuple,
+                    combine_grid: tuple[int, int, int], combine_values: tuple) -> bytes:
+        """The bytes launcher.launch takes: this device's context, the split kernel, then the combine kernel."""
+        return (CONTEXT.pack(self.context) + kernel_spec(split, split_grid, split_values)
+                + kernel_spec(self.kernels[COMBINE_NAME], combine_grid, combine_values))

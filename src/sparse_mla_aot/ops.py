@@ -1,4 +1,5 @@
-"""The public op: validate -> dispatch -> plan -> two launches (split, combine) on the current stream."""
+"""The public op: signature -> cached plan (or validate -> dispatch -> plan on a miss) -> one native call that
+launches split and combine on the current stream."""
 from __future__ import annotations
 
 import os
@@ -6,16 +7,19 @@ import threading
 
 import torch
 
-from sparse_mla_aot import dispatch, paths
+from sparse_mla_aot import dispatch, paths, plan_cache
 from sparse_mla_aot.catalog import Catalog
-from sparse_mla_aot.contract import COMBINE_NAME, D_V
+from sparse_mla_aot.contract import D_V
 from sparse_mla_aot.launch import DeviceKernels
-from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
+from sparse_mla_aot.plan import make_plan
 from sparse_mla_aot.validation import DecodeCall, check_arguments, check_devices
 
 _catalog: Catalog | None = None
 _devices: dict[int, DeviceKernels] = {}
+_plans: dict[tuple, plan_cache.CachedPlan] = {}
+_workspaces: dict[tuple[int, int], torch.Tensor] = {}  # (stream, device index) -> split workspace, outside capture
 _lock = threading.Lock()
+CHECK_ENV = os.fsencode(paths.CHECK_ENV)
 
 
 def catalog() -> Catalog:
@@ -74,10 +78,52 @@ def check_indices(call: DecodeCall) -> None:
 def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_sink=None, topk_length=None,
                       extra_k_cache=None, extra_indices=None, extra_topk_length=None, out=None, lse=None):
     """Sparse MLA decode (docs/design.md#the-operation). Returns (out [b, s_q, h_q, 512] bf16, lse [b, s_q, h_q]
-    fp32)."""
-    call = check_arguments(q, k_cache, indices, softmax_scale, kv_format=kv_format, attn_sink=attn_sink,
-                           topk_length=topk_length, extra_k_cache=extra_k_cache, extra_indices=extra_indices,
-                           extra_topk_length=extra_topk_length, out=out, lse=lse)
+    fp32).
+    A call whose signature was seen before skips every check and derivation (plan_cache); a new one runs them."""
+    tensors = (q, k_cache, indices, topk_length, extra_k_cache, extra_indices, extra_topk_length, attn_sink)
+    key = None
+    try:
+        key = plan_cache.signature(tensors, softmax_scale, kv_format, out, lse, dispatch.forcing_in_effect())
+        plan = _plans[key] if dispatch.ENVIRON.get(CHECK_ENV) != b"1" else None
+    except (AttributeError, TypeError, KeyError):  # a new signature, or arguments the checks will refuse
+        plan = None
+    if plan is None:
+        plan = _plan_call(q, k_cache, indices, softmax_scale, kv_format=kv_format, attn_sink=attn_sink,
+                          topk_length=topk_length, extra_k_cache=extra_k_cache, extra_indices=extra_indices,
+                          extra_topk_length=extra_topk_length, out=out, lse=lse)
+        if key is not None:
+            if len(_plans) >= plan_cache.MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    device = plan.device
+    stream = torch._C._cuda_getCurrentRawStream(plan.device_index)  # current_stream().cuda_stream without a Stream
+    workspace = _workspace(plan, stream)
+    if out is None:
+        out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
+    if lse is None:
+        lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=device)
+    plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors], workspace.data_ptr(),
+                out.data_ptr(), lse.data_ptr())
+    return out, lse
+
+
+def _workspace(plan: plan_cache.CachedPlan, stream: int) -> torch.Tensor:
+    """The split workspace. Under capture a new one from PyTorch's allocator (the graph's pool: a replay, maybe on
+    another stream, must not share memory with eager calls). Outside capture the stream's own, grown on demand:
+    calls on one stream run in order on the GPU, so they can share it, and calls on two streams (two threads)
+    never do. A replaced workspace goes back to the allocator, which reuses it only on its stream."""
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(plan.workspace_elements, dtype=torch.float32, device=plan.device)
+    key = (stream, plan.device_index)  # the default stream is 0 on every device
+    workspace = _workspaces.get(key)
+    if workspace is None or workspace.numel() < plan.workspace_elements:
+        workspace = _workspaces[key] = torch.empty(plan.workspace_elements, dtype=torch.float32, device=plan.device)
+    return workspace
+
+
+def _plan_call(q, k_cache, indices, softmax_scale, **options) -> plan_cache.CachedPlan:
+    """The full path: every argument check, the index check if asked, kernel loading, dispatch, the plan."""
+    call = check_arguments(q, k_cache, indices, softmax_scale, **options)
     device = check_devices(call)
     if os.environ.get(paths.CHECK_ENV) == "1":
         check_indices(call)
@@ -91,17 +137,7 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
         kernels.load([choice.variant])
         split = kernels.kernels[choice.variant]
     plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
-    partial_out, partial_lse = allocate_partials(plan, device)
-    if out is None:
-        out = torch.empty((call.batch, call.s_q, call.h_q, D_V), dtype=torch.bfloat16, device=device)
-    if lse is None:
-        lse = torch.empty((call.batch, call.s_q, call.h_q), dtype=torch.float32, device=device)
-    stream = torch.cuda.current_stream(device.index).cuda_stream
-    kernels.use_device()
-    kernels.launch(split, plan.split_grid, stream, split_arguments(call, plan, partial_out, partial_lse))
-    kernels.launch(kernels.kernels[COMBINE_NAME], plan.combine_grid, stream,
-                   combine_arguments(call, plan, partial_out, partial_lse, out, lse))
-    return out, lse
+    return plan_cache.build(call, plan, kernels, split, device)
 
 
 def explain(batch: int, s_q: int, h_q: int, kv_format: str, *, target: str | None = None) -> str:

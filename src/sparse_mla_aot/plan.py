@@ -38,12 +38,18 @@ def make_plan(call: DecodeCall, variant: str, block_h: int, block_t: int, num_sp
     )
 
 
-def allocate_partials(plan: LaunchPlan, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split workspaces from PyTorch's allocator (graph-pool memory under capture), one allocation for both:
-    partial out [rows, h_q, splits, 512] then partial lse [rows, h_q, splits], flat fp32."""
+def workspace_elements(plan: LaunchPlan) -> tuple[int, int]:
+    """The split workspace, flat fp32: partial out [rows, h_q, splits, 512] then partial lse [rows, h_q, splits].
+    Returns (total elements, where partial lse starts)."""
     count = plan.partial_shape[0] * plan.partial_shape[1] * plan.partial_shape[2]
-    workspace = torch.empty(count * (D_V + 1), dtype=torch.float32, device=device)
-    return workspace[: count * D_V], workspace[count * D_V:]
+    return count * (D_V + 1), count * D_V
+
+
+def allocate_partials(plan: LaunchPlan, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split workspaces from PyTorch's allocator (graph-pool memory under capture), one allocation for both."""
+    total, lse_start = workspace_elements(plan)
+    workspace = torch.empty(total, dtype=torch.float32, device=device)
+    return workspace[:lse_start], workspace[lse_start:]
 
 
 def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,

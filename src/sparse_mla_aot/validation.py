@@ -177,11 +177,11 @@ def check_arguments(q, k_cache, indices, softmax_scale, *, kv_format=None, attn_
                       extra_topk, extra_page_size, extra_block_stride, out, lse)
 
 
-def check_devices(call: DecodeCall) -> torch.device:
-    """All tensors on one CUDA device; returns it."""
+def check_devices(call: DecodeCall, device_type: str = "cuda") -> torch.device:
+    """All tensors on one CUDA device; returns it. (device_type: tests run the op's path on "cpu" tensors.)"""
     device = call.q.device
-    if device.type != "cuda":
-        raise ValueError(f"q must be a CUDA tensor; got device {device}")
+    if device.type != device_type:
+        raise ValueError(f"q must be a {device_type.upper()} tensor; got device {device}")
     for name in ("k_cache", "indices", "topk_length", "extra_k_cache", "extra_indices", "extra_topk_length",
                  "attn_sink", "out", "lse"):
         t = getattr(call, name)

@@ -1,0 +1,203 @@
+"""Host time per eager sparse_mla_decode call on the GPU host, beside FlashMLA's on the same inputs in the same run,
+and where ours goes. Prints a table; writes JSON to $OUT/host_overhead_<target>.json when OUT is set.
+
+    python bench/host_overhead.py [--calls 2000]
+
+Cases: (a) model1 h_q 16 b=1, no options; (b) model1 h_q 64 b=1 with attn_sink, topk_length and the extra set
+(with its lengths); (c) v32 h_q 128 b=1. Each sample times one call with an idle GPU queue (synchronize before
+it, not inside it); figures are the median and p99 of `--calls` samples. Rows:
+  ours                 sparse_mla_decode(...), out/lse allocated by the call (as FlashMLA allocates its own)
+  ours, out/lse given  the same with preallocated out= and lse=
+  custom op            torch.ops.sparse_mla_aot.sparse_mla_decode(...) in eager mode (the dispatcher's cost on top)
+  FlashMLA             flash_mla_with_kvcache with a new scheduler object per call (planned in the call), and
+                       with one reused (planned once: its cheapest eager call); (b) and (c) only, when importable
+Stages of our cached path, each timed alone: signature + plan lookup, the stream's workspace (and, for
+comparison, a torch.empty of that size), out + lse allocation (when not given), current-stream query, pointer
+reads, the native launch (both kernels); and what a first call of a shape adds (full validation, dispatch,
+plan + launch spec).
+
+FlashMLA comes from the peers archive: extracted to $FLASH_MLA_PATH (default /tmp/fm) or already importable.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+import sparse_mla_aot
+from sparse_mla_aot import dispatch, ops, plan_cache
+from sparse_mla_aot.plan import make_plan
+from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
+from sparse_mla_aot.validation import check_arguments, check_devices
+
+CASES = {
+    "a: model1 h16 b=1": dict(b=1, h_q=16, topk=512, kv_format="model1"),
+    "b: model1 h64 b=1 sink+lengths+extra": dict(b=1, h_q=64, topk=512, kv_format="model1", extra_topk=128,
+                                                 with_sink=True, with_topk_length=True),
+    "c: v32 h128 b=1": dict(b=1, h_q=128, topk=2048, kv_format="v32"),
+}
+FLASH_MLA_CASES = ("b: model1 h64 b=1 sink+lengths+extra", "c: v32 h128 b=1")  # FlashMLA takes h_q 64 / 128 only
+
+
+def timed(fn, calls: int, sync: bool = True) -> dict:
+    """Median and p99 host time of fn() in us; sync: drain the GPU queue before each sample (untimed)."""
+    for _ in range(20):
+        fn()
+    samples = []
+    for _ in range(calls):
+        if sync:
+            torch.cuda.synchronize()
+        started = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - started)
+    samples.sort()
+    return {"median_us": samples[len(samples) // 2] / 1e3, "p99_us": samples[len(samples) * 99 // 100] / 1e3}
+
+
+def flash_mla_module():
+    """FlashMLA's Python module, or None and why not."""
+    path = os.environ.get("FLASH_MLA_PATH", "/tmp/fm")
+    if os.path.isdir(path) and path not in sys.path:
+        sys.path.insert(0, path)
+    try:
+        import flash_mla
+    except ImportError as error:
+        return None, f"not importable ({error}); extract the peers archive to {path}"
+    return flash_mla, "importable"
+
+
+def flash_mla_call(flash_mla, inputs: dict, reuse_schedule: bool):
+    """One FlashMLA sparse decode of `inputs` (its documented call form); out, lse [b, s_q, h_q] like ours."""
+    options = {} if inputs["kv_format"] == "v32" else dict(
+        topk_length=inputs["topk_length"], extra_k_cache=inputs["extra_k_cache"],
+        extra_indices_in_kvcache=inputs["extra_indices"], extra_topk_length=inputs["extra_topk_length"])
+    schedule = flash_mla.get_mla_metadata()[0]
+
+    def call():
+        out, lse = flash_mla.flash_mla_with_kvcache(
+            inputs["q"], inputs["k_cache"], None, None, 512,
+            schedule if reuse_schedule else flash_mla.get_mla_metadata()[0], softmax_scale=inputs["softmax_scale"],
+            causal=False, is_fp8_kvcache=True, indices=inputs["indices"], attn_sink=inputs["attn_sink"], **options)
+        return out, lse.transpose(1, 2)
+    return call
+
+
+def correct(inputs: dict, out, lse) -> bool:
+    torch.cuda.synchronize()
+    ref_out, ref_lse = reference_sparse_mla_decode(**inputs)
+    return bool(check_close(out.float(), lse, ref_out.float(), ref_lse.float())["ok"])
+
+
+def stages(inputs: dict, calls: int) -> dict:
+    """Each part of our cached path alone, and what a first call of the shape adds."""
+    names = plan_cache.TENSOR_SOURCES
+    tensors = tuple(inputs.get(name) for name in names)
+    options = {k: v for k, v in inputs.items() if k not in ("q", "k_cache", "indices", "softmax_scale")}
+    args = (inputs["q"], inputs["k_cache"], inputs["indices"], inputs["softmax_scale"])
+    force = ops._ENVIRON.get(ops.FORCE_ENV)
+    plan = ops._plans[plan_cache.signature(tensors, inputs["softmax_scale"], inputs["kv_format"], None, None, force)]
+    device = plan.device
+    workspace = torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
+    out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
+    lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=device)
+    stream = torch._C._cuda_getCurrentRawStream(plan.device_index)
+    pointers = [0 if t is None else t.data_ptr() for t in tensors]
+    call = check_arguments(*args, **options)
+    kernels = ops._kernels_for(device.index)
+
+    def build():
+        choice = dispatch.choose(kernels.catalog, kernels.target, call.kv_format, call.h_q, call.batch_rows)
+        split = kernels.kernels[choice.variant]
+        return plan_cache.build(call, make_plan(call, choice.variant, split.block_h, split.block_t,
+                                                choice.num_splits), kernels, split, device)
+
+    return {
+        "signature_and_lookup": timed(lambda: ops._plans[plan_cache.signature(
+            tensors, inputs["softmax_scale"], inputs["kv_format"], None, None, force)],
+            calls, sync=False),
+        "workspace": timed(lambda: ops._workspace(plan, stream), calls, sync=False),
+        "out_lse_allocation": timed(lambda: (torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device),
+                                             torch.empty(plan.lse_shape, dtype=torch.float32, device=device)),
+                                    calls, sync=False),
+        "workspace_if_allocated_per_call": timed(
+            lambda: torch.empty(plan.workspace_elements, dtype=torch.float32, device=device), calls, sync=False),
+        "current_stream": timed(lambda: torch._C._cuda_getCurrentRawStream(plan.device_index), calls, sync=False),
+        "pointers": timed(lambda: [0 if t is None else t.data_ptr() for t in tensors], calls, sync=False),
+        "native_launch": timed(lambda: plan.launch(plan.spec, stream, *pointers, workspace.data_ptr(),
+                                                   out.data_ptr(), lse.data_ptr()), calls),
+        "first_call_validation": timed(lambda: check_devices(check_arguments(*args, **options)), calls, sync=False),
+        "first_call_dispatch_plan_spec": timed(build, calls, sync=False),
+    }
+
+
+def measure_case(name: str, shape: dict, flash_mla, calls: int) -> dict:
+    shape = dict(shape)
+    inputs = make_inputs(shape.pop("b"), 1, shape.pop("h_q"), shape.pop("topk"), shape.pop("kv_format"), seed=5,
+                         device="cuda", **shape)
+    out = torch.empty((*inputs["q"].shape[:3], 512), dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(inputs["q"].shape[:3], dtype=torch.float32, device="cuda")
+    op = torch.ops.sparse_mla_aot.sparse_mla_decode
+    row = {"correct": correct(inputs, *sparse_mla_aot.sparse_mla_decode(**inputs)),
+           "ours": timed(lambda: sparse_mla_aot.sparse_mla_decode(**inputs), calls),
+           "ours_out_lse_given": timed(lambda: sparse_mla_aot.sparse_mla_decode(**inputs, out=out, lse=lse), calls),
+           "custom_op": timed(lambda: op(**inputs), calls),
+           "stages": stages(inputs, calls)}
+    if flash_mla is not None and name in FLASH_MLA_CASES:
+        try:
+            row["flash_mla_correct"] = correct(inputs, *flash_mla_call(flash_mla, inputs, True)())
+            row["flash_mla_new_schedule"] = timed(flash_mla_call(flash_mla, inputs, False), calls)
+            row["flash_mla_reused_schedule"] = timed(flash_mla_call(flash_mla, inputs, True), calls)
+        except Exception as error:  # a peer's failure is reported in the table, not fatal to our figures
+            row["flash_mla_error"] = f"{type(error).__name__}: {error}"
+    return row
+
+
+def _fmt(figures: dict | None) -> str:
+    return "-" if figures is None else f"{figures['median_us']:6.1f} / {figures['p99_us']:6.1f}"
+
+
+def report(results: dict) -> str:
+    lines = [f"host time per eager call, us (median / p99 of {results['calls']} calls), {results['device']}, "
+             f"FlashMLA {results['flash_mla']}",
+             f"{'case':<40} {'ours':>15} {'out/lse given':>15} {'custom op':>15} {'FlashMLA new sched':>19} "
+             f"{'FlashMLA reused':>16}  correct"]
+    for name, r in results["cases"].items():
+        flash = r.get("flash_mla_error", "")
+        lines.append(f"{name:<40} {_fmt(r['ours']):>15} {_fmt(r['ours_out_lse_given']):>15} "
+                     f"{_fmt(r['custom_op']):>15} {_fmt(r.get('flash_mla_new_schedule')):>19} "
+                     f"{_fmt(r.get('flash_mla_reused_schedule')):>16}  ours {r['correct']}"
+                     + (f", FlashMLA {r['flash_mla_correct']}" if "flash_mla_correct" in r else "") + flash[:80])
+    lines.append("our cached path by stage, median us (share of the whole call's median):")
+    for name, r in results["cases"].items():
+        whole = r["ours"]["median_us"]
+        parts = ", ".join(f"{stage} {f['median_us']:.2f}" + ("" if stage.startswith(("first_call", "workspace_if"))
+                                                             else f" ({100 * f['median_us'] / whole:.0f}%)")
+                          for stage, f in r["stages"].items())
+        lines.append(f"  {name}: {parts}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    calls = parser.parse_args().calls
+    target = sparse_mla_aot.prepare()
+    flash_mla, status = flash_mla_module()
+    results = {"device": torch.cuda.get_device_name(), "target": target, "torch": torch.__version__,
+               "flash_mla": status, "calls": calls,
+               "cases": {name: measure_case(name, shape, flash_mla, calls) for name, shape in CASES.items()}}
+    print(report(results))
+    if os.environ.get("OUT"):
+        path = os.path.join(os.environ["OUT"], f"host_overhead_{target}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(path + ".tmp", path)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
