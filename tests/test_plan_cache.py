@@ -190,6 +190,20 @@ def test_force_setting_is_part_of_the_signature(runtime, monkeypatch):
     assert run(args, *runtime) == ("hit", table_spec)
 
 
+def test_forcing_context_is_part_of_the_signature(runtime, monkeypatch):
+    """tune and ab pin variants with dispatch.forcing(), not the environment: each pin is its own plan."""
+    launcher, kernels, checks = runtime
+    args = inputs("v32", b=1)
+    _, table_spec = run(args, *runtime)
+    with dispatch.forcing("block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2"):
+        kind, forced_spec = run(args, *runtime)
+        assert kind == "miss" and forced_spec != table_spec
+        assert decode_spec(forced_spec, launcher.launches[-1][2], kernels)["split"]["kernel"] == "v32_bh16_bt16_w8_s2"
+    monkeypatch.setenv(FORCE, "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2")
+    with dispatch.forcing(None):  # the table, whatever the environment says
+        assert run(args, *runtime) == ("hit", table_spec)
+
+
 def test_index_check_runs_on_every_call_when_asked(runtime, monkeypatch):
     args = inputs()
     run(args, *runtime)
