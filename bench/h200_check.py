@@ -43,18 +43,21 @@ def _check(inputs: dict, out, lse) -> dict:
 
 
 def variant_numerics() -> list:
-    """bh {16, 64} x bt {16, 32}, 4 warps, 2 stages, both layouts, forced, 4 splits."""
+    """bh {16, 64} x bt {16, 32} x tiles in flight {1, 2}, 8 warps (block_h 64 needs them), both layouts, forced,
+    4 splits."""
     rows = []
     for kv_format in ("v32", "model1"):
         inputs = _inputs(kv_format, 4, 1, seed=1, h_q=64)
         for bh in (16, 64):
             for bt in (16, 32):
-                try:
-                    with forcing(force_spec(Variant(kv_format, bh, bt, 4, 2), 4)):
-                        figures = _check(inputs, *_decode(inputs))
-                except ValueError as error:  # pruned for this target: say so, with the reason
-                    figures = {"ok": None, "pruned": str(error)}
-                rows.append({"kv_format": kv_format, "variant": f"bh{bh}_bt{bt}_w4_s2", **figures})
+                for stages in (1, 2):
+                    variant = Variant(kv_format, bh, bt, 8, stages)
+                    try:
+                        with forcing(force_spec(variant, 4)):
+                            figures = _check(inputs, *_decode(inputs))
+                    except ValueError as error:  # pruned for this target: say so, with the reason
+                        figures = {"ok": None, "pruned": str(error)}
+                    rows.append({"kv_format": kv_format, "variant": variant.name, **figures})
     return rows
 
 

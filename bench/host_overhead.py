@@ -98,7 +98,7 @@ def stages(inputs: dict, calls: int) -> dict:
     tensors = tuple(inputs.get(name) for name in names)
     options = {k: v for k, v in inputs.items() if k not in ("q", "k_cache", "indices", "softmax_scale")}
     args = (inputs["q"], inputs["k_cache"], inputs["indices"], inputs["softmax_scale"])
-    force = ops._ENVIRON.get(ops.FORCE_ENV)
+    force = dispatch.forcing_in_effect()
     plan = ops._plans[plan_cache.signature(tensors, inputs["softmax_scale"], inputs["kv_format"], None, None, force)]
     device = plan.device
     workspace = torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)

@@ -28,8 +28,7 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import ops
-from sparse_mla_aot.dispatch import force_spec
-from sparse_mla_aot.paths import FORCE_ENV
+from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
 SHAPES = {
@@ -74,8 +73,8 @@ def run_variants(names: list[str]) -> int:
         v = records[name].variant
         for shape in SHAPES:
             inputs, num_splits = cases[(shape, v.kv_format)]
-            os.environ[FORCE_ENV] = force_spec(v, num_splits)  # this process runs nothing else
-            out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
+            with forcing(force_spec(v, num_splits)):
+                out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
             torch.cuda.synchronize()
             ref_out, ref_lse = references[(shape, v.kv_format)]
             figures = check_close(out.float(), lse, ref_out.float(), ref_lse.float())
@@ -121,7 +120,7 @@ def main() -> None:
     deadline = time.monotonic() + args.deadline_s
     target = sparse_mla_aot.prepare()
     shipped = ops.catalog().shipped(target)
-    names = args.variants.split(",") if args.variants else sorted(n for n, r in shipped.items() if r["kind"] == "split")
+    names = args.variants.split(",") if args.variants else sorted(n for n, r in shipped.items() if r.kind == "split")
     jobs = [(tool, names[i:i + args.per_job]) for tool in args.tools.split(",")
             for i in range(0, len(names), args.per_job)]
     print(f"{target}: {len(names)} variants x {len(SHAPES)} shapes, {len(jobs)} sanitizer processes "
