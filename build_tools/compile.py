@@ -1,6 +1,7 @@
 """Stage 2: AOT-compile one rendered kernel for one target with triton.compile (no GPU needed). Triton makes the
 PTX; the cubin stage is ours (`assemble`): the same ptxas and flags as Triton 3.9's, but for the target's arch as
-targets.toml names it (a family arch such as sm_120f, which Triton cannot name) and without debug sections."""
+targets.toml names it (a family arch such as sm_120f, which Triton cannot name; docs/design.md#targets) and without
+debug sections."""
 from __future__ import annotations
 
 import importlib.util
@@ -22,9 +23,9 @@ COMPILE_OPTIONS = {"enable_fp_fusion": True}
 # at one stage (with more it staged the gathers in a one-deep buffer waited at the next loop top, which lost on the
 # H200: docs/design.md#performance).
 TRITON_NUM_STAGES = 1
-# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` under enable_fp_fusion (the last works around a ptxas 13.x
-# bug); -suppress-debug-info drops the line tables and the two copies of the PTX text that -lineinfo embeds (about
-# 2/3 of a cubin, and they hold the build directory's path) without changing the SASS.
+# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (with enable_fp_fusion, as above; the
+# last flag works around a ptxas 13.x bug); -suppress-debug-info drops the line tables and the two copies of the PTX
+# text that -lineinfo embeds (about 2/3 of a cubin, holding the build directory's path) and changes no instruction.
 PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v", "--regAllocOptLevel=2")
 PTX_TARGET_LINE = re.compile(r"^\.target sm_\w+", flags=re.MULTILINE)
 

@@ -7,7 +7,8 @@
 
 Every edge has restat, so an edge that leaves its outputs untouched stops there: a template edit recompiles the
 sources whose text changed, a grid with one more variant compiles that variant. `python -m build_tools build` writes
-the graph (only when its text changes) and runs ninja; `ninja -C build/<target>` runs the same graph by hand."""
+the graph (only when its text changes) and runs ninja; `ninja -C build/<target>` runs the same graph by hand
+(docs/design.md#the-build)."""
 from __future__ import annotations
 
 import collections
