@@ -22,8 +22,8 @@ PROXY_TARGET = "sm89-proxy"
 FAMILIES = {
     ("sm90", "v32"): {"block_t": 64, "num_warps": 8, "num_stages": 1, "max_block_h": 64},
     ("sm90", "model1"): {"block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
-    ("mma.sync", "v32"): {"block_t": 32, "num_warps": 8, "num_stages": 1, "max_block_h": 32},
-    ("mma.sync", "model1"): {"block_t": 32, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
+    ("mma.sync", "v32"): {"block_t": 32, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
+    ("mma.sync", "model1"): {"block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
 }
 RULE = ("heuristic: {family}; block_h 16 while bound * ceil(h_q/16) < {sms} multiprocessors (heads are the "
         "parallelism a small batch has), above that the largest shipped block_h <= min(h_q, {max_block_h}) (each "
@@ -35,14 +35,13 @@ WHY = {
              "8 rows, 64 above); model1 h16 and h64 chose block_t 64 with 4 warps and one tile in flight from 8 rows "
              "up (block_h 32 from 48 rows at h64), block_t 32 below."),
     "mma.sync": (
-        "Family chosen from the sm120 build report of this template (no sm120 or proxy timing of it yet): among "
-        "the block_t and warp counts whose block_h 16 and 32 variants both fit sm120's shared memory with no "
-        "spill in the main loop, the ones closest to the previous template's sm89-proxy sweep (2026-12-02: model1 "
-        "block_t 32 with 4 warps within 3% of the fastest point at every batch size; v32 block_t 64 with 8 warps "
-        "fastest, which now needs 107,520 B at block_h 32 and is pruned, so v32 takes block_t 32 with 8 warps). "
-        "One tile in flight: with two, block_h 32 at 4 warps spills in the main loop on sm_120a. The proxy runs "
-        "on H200 multiprocessors, so its times rank variants and do not predict sm120's; `tune` on an sm120 "
-        "replaces these tables."),
+        "Family from the sm89-proxy sweep of this template (2026-12-03, H200, every shipped proxy variant x split "
+        "count x 11 batch sizes; bench/tune/sm89-proxy_{v32_h128,model1_h64}.csv): v32 h128 chose block_t 32 with "
+        "4 warps (block_h 32) from 4 rows up, block_t 64 below; model1 h64 chose block_t 64 with 4 warps from 8 "
+        "rows up (block_h 32 from 32 rows), block_t 32 below. block_h 64 does not fit sm120's shared memory at "
+        "block_t >= 32 with this template (Q and the bf16 K tile are both staged). The proxy runs on H200 "
+        "multiprocessors (228 KB shared memory, 4.8 TB/s), so its times rank variants, they do not predict sm120's; "
+        "`tune` on an sm120 replaces these tables."),
 }
 
 

@@ -153,9 +153,9 @@ def test_mma_sync_targets_take_their_family_and_keep_proxy_derived_tables(tmp_pa
     tables.write_heuristic_tables("sm120")
     assert json.loads(derived.read_text())["rows"] == []
     model1 = json.loads(tables.table_path("sm120", "model1", 128).read_text())
-    assert {r["variant"] for r in model1["rows"]} == {"model1_bh16_bt32_w4_s1", "model1_bh32_bt32_w4_s1"}
+    assert {r["variant"] for r in model1["rows"]} == {"model1_bh16_bt64_w4_s1", "model1_bh32_bt64_w4_s1"}
     v32 = json.loads(tables.table_path("sm120", "v32", 64).read_text())
-    assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt32_w8_s1", "v32_bh32_bt32_w8_s1"}
+    assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt32_w4_s1", "v32_bh32_bt32_w4_s1"}
 
 
 def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_and_resumes(tmp_path, monkeypatch):
