@@ -119,12 +119,11 @@ def stages(inputs: dict, calls: int) -> dict:
         "signature_and_lookup": timed(lambda: ops._plans[plan_cache.signature(
             tensors, inputs["softmax_scale"], inputs["kv_format"], None, None, force)],
             calls, sync=False),
-        "workspace": timed(lambda: ops._workspace(plan, stream), calls, sync=False),
+        "workspace": timed(lambda: torch.empty(plan.workspace_elements, dtype=torch.float32, device=device), calls,
+                           sync=False),
         "out_lse_allocation": timed(lambda: (torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device),
                                              torch.empty(plan.lse_shape, dtype=torch.float32, device=device)),
                                     calls, sync=False),
-        "workspace_if_allocated_per_call": timed(
-            lambda: torch.empty(plan.workspace_elements, dtype=torch.float32, device=device), calls, sync=False),
         "current_stream": timed(lambda: torch._C._cuda_getCurrentRawStream(plan.device_index), calls, sync=False),
         "pointers": timed(lambda: [0 if t is None else t.data_ptr() for t in tensors], calls, sync=False),
         "native_launch": timed(lambda: plan.launch(plan.spec, stream, *pointers, workspace.data_ptr(),

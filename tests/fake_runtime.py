@@ -66,7 +66,6 @@ def use_cpu_runtime(monkeypatch: pytest.MonkeyPatch, root: Path, launcher) -> De
     monkeypatch.setattr(ops, "check_devices", functools.partial(validation.check_devices, device_type="cpu"))
     monkeypatch.setattr(ops, "_kernels_for", lambda index: kernels)
     monkeypatch.setattr(ops, "_plans", {})
-    monkeypatch.setattr(ops, "_workspaces", {})
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: STREAM, raising=False)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.delenv(paths.FORCE_ENV, raising=False)

@@ -17,7 +17,6 @@ from sparse_mla_aot.validation import DecodeCall, check_arguments, check_devices
 _catalog: Catalog | None = None
 _devices: dict[int, DeviceKernels] = {}
 _plans: dict[tuple, plan_cache.CachedPlan] = {}
-_workspaces: dict[tuple[int, int], torch.Tensor] = {}  # (stream, device index) -> split workspace, outside capture
 _lock = threading.Lock()
 CHECK_ENV = os.fsencode(paths.CHECK_ENV)
 
@@ -97,7 +96,11 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
             _plans[key] = plan
     device = plan.device
     stream = torch._C._cuda_getCurrentRawStream(plan.device_index)  # current_stream().cuda_stream without a Stream
-    workspace = _workspace(plan, stream)
+    # The split workspace comes from PyTorch's allocator on every call: under CUDA-graph capture from the graph's pool,
+    # and never kept past the call (a workspace cached per stream was allocated inside torch.compile's cudagraph-tree
+    # pool during its warm-up and outlived it, which cudagraph trees refuse); two threads on two streams each get
+    # their own from the caching allocator.
+    workspace = torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
     if out is None:
         out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
     if lse is None:
@@ -105,20 +108,6 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
     plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors], workspace.data_ptr(),
                 out.data_ptr(), lse.data_ptr())
     return out, lse
-
-
-def _workspace(plan: plan_cache.CachedPlan, stream: int) -> torch.Tensor:
-    """The split workspace. Under capture a new one from PyTorch's allocator (the graph's pool: a replay, maybe on
-    another stream, must not share memory with eager calls). Outside capture the stream's own, grown on demand:
-    calls on one stream run in order on the GPU, so they can share it, and calls on two streams (two threads)
-    never do. A replaced workspace goes back to the allocator, which reuses it only on its stream."""
-    if torch.cuda.is_current_stream_capturing():
-        return torch.empty(plan.workspace_elements, dtype=torch.float32, device=plan.device)
-    key = (stream, plan.device_index)  # the default stream is 0 on every device
-    workspace = _workspaces.get(key)
-    if workspace is None or workspace.numel() < plan.workspace_elements:
-        workspace = _workspaces[key] = torch.empty(plan.workspace_elements, dtype=torch.float32, device=plan.device)
-    return workspace
 
 
 def _plan_call(q, k_cache, indices, softmax_scale, **options) -> plan_cache.CachedPlan:
