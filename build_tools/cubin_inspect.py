@@ -12,7 +12,9 @@ MMA_OPCODE = re.compile(r"\b((?:H|Q|I|U|O)?G?MMA(?:\.[A-Z0-9_]+)*)\b")
 RESOURCE_LINE = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 # ptxas records its command line in the cubin's .note.nv.tkinfo; `code for sm_XX` in the SASS would not do: the
 # bundled cuobjdump 13.1 prints a family cubin (sm_120f) as `sm_120`, like a plain one.
+# The ptxas of pre-Blackwell targets (sm_89) writes no such note; there `code for sm_XX` is exact (no family arch).
 PTXAS_ARCH = re.compile(r"Tool Command Line Arguments:.*-arch (sm_\w+)")
+SASS_ARCH = re.compile(r"code for (sm_\d+[a-z]?)")
 SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*?)\s*;")
 BRANCH_TARGET = re.compile(r"\bBRA(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+,\s*)?0x([0-9a-f]+)")  # sm_120: BRA.U UP0, 0x..
 SPILL_STORE = re.compile(r"\bSTL\b")
@@ -51,7 +53,7 @@ def inspect_cubin(cubin: Path, kernel_name: str, dynamic_shared_bytes: int) -> R
     if match is None:
         raise RuntimeError(f"cuobjdump printed no resource line for {kernel_name} in {cubin}:\n{dump[:2000]}")
     registers, stack, shared, local = (int(g) for g in match.groups())
-    arch = PTXAS_ARCH.search(dump)
+    arch = PTXAS_ARCH.search(dump) or SASS_ARCH.search(dump)
     mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
     loop = loop_instructions(dump)
     return Resources(
