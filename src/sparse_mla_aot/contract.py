@@ -273,17 +273,14 @@ class ArtifactRecord:
                              f"status {self.status!r}, reason {self.reason!r}")
 
     @classmethod
-    def shipped(cls, *, binary: str, sha256: str, resources: Resources, warnings: tuple[str, ...],
-                compile_seconds: float, **identity) -> ArtifactRecord:
-        return cls(schema=RECORD_SCHEMA, status="shipped", reason=None, binary=binary, sha256=sha256,
-                   resources=resources, warnings=tuple(warnings), compile_seconds=compile_seconds, **identity)
+    def shipped(cls, **fields) -> ArtifactRecord:
+        return cls(schema=RECORD_SCHEMA, status="shipped", reason=None, **fields)
 
     @classmethod
-    def pruned(cls, reason: str, *, binary: str | None = None, sha256: str | None = None,
-               resources: Resources | None = None, warnings: tuple[str, ...] = (), compile_seconds: float = 0.0,
-               **identity) -> ArtifactRecord:
-        return cls(schema=RECORD_SCHEMA, status="pruned", reason=reason, binary=binary, sha256=sha256,
-                   resources=resources, warnings=tuple(warnings), compile_seconds=compile_seconds, **identity)
+    def pruned(cls, reason: str, **fields) -> ArtifactRecord:
+        """Unless fields say otherwise, nothing was compiled: no binary, sha256, resources or warnings."""
+        nothing_compiled = dict(binary=None, sha256=None, resources=None, warnings=(), compile_seconds=0.0)
+        return cls(schema=RECORD_SCHEMA, status="pruned", reason=reason, **{**nothing_compiled, **fields})
 
     @cached_property
     def variant(self) -> Variant | None:
