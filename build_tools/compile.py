@@ -23,8 +23,8 @@ COMPILE_OPTIONS = {"enable_fp_fusion": True}
 # at one stage (with more it staged the gathers in a one-deep buffer waited at the next loop top, which lost on the
 # H200: docs/design.md#performance).
 TRITON_NUM_STAGES = 1
-# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (with enable_fp_fusion, as above; the
-# last flag works around a ptxas 13.x bug); -suppress-debug-info drops the line tables and the two copies of the PTX
+# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (and --fmad=false without fp fusion:
+# ptxas_flags; the last flag works around a ptxas 13.x bug); -suppress-debug-info drops the line tables and the two copies of the PTX
 # text that -lineinfo embeds (about 2/3 of a cubin, holding the build directory's path) and changes no instruction.
 PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v", "--regAllocOptLevel=2")
 PTX_TARGET_LINE = re.compile(r"^\.target sm_\w+", flags=re.MULTILINE)
@@ -74,7 +74,13 @@ def load_jit_function(source_path: Path, kernel_name: str):
     return getattr(module, kernel_name)
 
 
-def assemble(ptx: str, cubin_arch: str, ptxas: str) -> bytes:
+def ptxas_flags(enable_fp_fusion: bool) -> tuple[str, ...]:
+    """PTXAS_FLAGS, plus --fmad=false where Triton's make_cubin adds it (a target's compile_options may turn fp
+    fusion off)."""
+    return PTXAS_FLAGS if enable_fp_fusion else (*PTXAS_FLAGS, "--fmad=false")
+
+
+def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> bytes:
     """PTX -> cubin for cubin_arch. Triton writes `.target sm_<N>a`; a family arch needs its own `.target` line
     (ptxas refuses sm_120a PTX for sm_120f)."""
     from triton.runtime.errors import PTXASError
@@ -82,7 +88,7 @@ def assemble(ptx: str, cubin_arch: str, ptxas: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         source, cubin = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
         source.write_text(PTX_TARGET_LINE.sub(f".target {cubin_arch}", ptx, count=1))
-        command = [ptxas, *PTXAS_FLAGS, f"--gpu-name={cubin_arch}", str(source), "-o", str(cubin)]
+        command = [ptxas, *flags, f"--gpu-name={cubin_arch}", str(source), "-o", str(cubin)]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise PTXASError(f"ptxas exited with {result.returncode} for {cubin_arch}:\n{result.stderr}")
@@ -102,8 +108,8 @@ class AssembleStage:
             return key, key
         from triton.backends.nvidia.compiler import get_ptxas
 
-        ptxas = get_ptxas(backend.target.arch).path
-        stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas)
+        ptxas, flags = get_ptxas(backend.target.arch).path, ptxas_flags(options.enable_fp_fusion)
+        stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas, flags)
 
 
 def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int,

@@ -347,3 +347,20 @@ def test_our_cubin_stage_gives_tritons_instructions_without_its_debug_sections(t
     assert compared["ours"] and compared["ours"] == compared["tritons"]
     ours, tritons = compared["sizes"]
     assert ours < tritons / 2
+
+
+def test_our_cubin_stage_turns_fmad_off_where_tritons_does(monkeypatch):
+    """Triton's make_cubin adds --fmad=false when enable_fp_fusion is off; ours must too (a target's compile_options
+    may set it)."""
+    from types import SimpleNamespace
+
+    from build_tools import compile as compile_stage
+
+    calls = []
+    monkeypatch.setattr(compile_stage, "assemble", lambda ptx, arch, ptxas, flags: calls.append(flags))
+    backend = SimpleNamespace(target=SimpleNamespace(arch=120))
+    for fusion in (True, False):
+        stages = {}
+        compile_stage.AssembleStage("sm_120f")(backend, stages, SimpleNamespace(enable_fp_fusion=fusion), None, 120)
+        stages["cubin"]("ptx", {})
+    assert calls == [compile_stage.PTXAS_FLAGS, (*compile_stage.PTXAS_FLAGS, "--fmad=false")]
