@@ -40,7 +40,7 @@ from build_tools.render import COMBINE_NUM_WARPS  # noqa: E402
 from sparse_mla_aot import ops  # noqa: E402
 from sparse_mla_aot.contract import (COMBINE_ARG_NAMES, COMBINE_NAME, D_V, SPLIT_ARG_NAMES, SPLIT_PARAMS,  # noqa: E402
                                      Variant)
-from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments  # noqa: E402
+from sparse_mla_aot.plan import allocate_partials, as_is, combine_arguments, make_plan, split_arguments  # noqa: E402
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode  # noqa: E402
 from sparse_mla_aot.validation import check_arguments  # noqa: E402
 from tuning.gpu_timing import (InputSets, Shape, capture, floor_us, measure_ceilings,  # noqa: E402
@@ -116,7 +116,7 @@ class AutotunedJit:
         tuner = self._tuner(call.batch_rows, call.topk + call.extra_topk)
         plan = make_plan(call, "jit", 16, self.smallest_tile, max(SPLITS))
         partial_out, partial_lse = allocate_partials(plan, q.device)
-        args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, partial_out, partial_lse, pointer=_itself)))
+        args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, partial_out, partial_lse, pointer=as_is)))
         del args["num_splits"]
         # The runtime passes q for absent optional tensors (the cubins' signature is fixed); a JIT kernel would
         # specialize on q's dtype and not compile, so those get a dummy of the declared type.
@@ -142,14 +142,10 @@ class AutotunedJit:
         plan = replace(plan, num_splits=tuner.best_config.kwargs["num_splits"])
         out = torch.empty((call.batch, call.s_q, h_q, D_V), dtype=torch.bfloat16, device=q.device)
         lse = torch.empty((call.batch, call.s_q, h_q), dtype=torch.float32, device=q.device)
-        combine = combine_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=_itself)
+        combine = combine_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=as_is)
         assert len(combine) == len(COMBINE_ARG_NAMES)
         self.combine_fn[(rows, h_q, 1)](*combine, num_warps=COMBINE_NUM_WARPS)
         return out, lse
-
-
-def _itself(tensor):
-    return tensor
 
 
 def jit_variants(kv_format: str, family: str | None = None) -> list[Variant]:

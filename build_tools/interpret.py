@@ -12,12 +12,9 @@ import torch
 from build_tools.compile import load_jit_function
 from build_tools.render import AutotunedBlocks, RenderedKernel, render_combine, render_split
 from sparse_mla_aot.contract import D_V, Variant
-from sparse_mla_aot.plan import allocate_partials, combine_arguments, make_plan, split_arguments
+from sparse_mla_aot.plan import allocate_partials, as_is, combine_arguments, make_plan, split_arguments
 from sparse_mla_aot.validation import check_arguments
 
-
-def _itself(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
 
 
 def _interpreted(rendered: RenderedKernel, directory: Path):
@@ -50,7 +47,7 @@ def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, sof
             split = _interpreted(render_split(variant, dot_dtype="float32"), Path(tmp))
             constexprs = {}
         combine = _interpreted(render_combine(), Path(tmp))
-        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, pointer=_itself), **constexprs)
+        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, pointer=as_is), **constexprs)
         combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse, out, lse,
-                                                       pointer=_itself))
+                                                       pointer=as_is))
     return out, lse

@@ -68,8 +68,8 @@ def forcing_in_effect() -> object:
 
 def forced_spec() -> str | None:
     """The spec in force: forcing()'s, else SPARSE_MLA_AOT_FORCE's; None or empty: the table."""
-    spec = _forced.get()
-    return os.environ.get(paths.FORCE_ENV) if spec is _FROM_ENVIRONMENT else spec
+    token = forcing_in_effect()
+    return os.fsdecode(token) if isinstance(token, bytes) else token
 
 
 def parse_force(spec: str) -> dict[str, int]:

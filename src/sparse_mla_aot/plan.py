@@ -52,6 +52,11 @@ def allocate_partials(plan: LaunchPlan, device: torch.device) -> tuple[torch.Ten
     return workspace[:lse_start], workspace[lse_start:]
 
 
+def as_is(value):
+    """The `pointer` mapping that passes tensors (the interpreter) or symbolic sources (the plan cache) through."""
+    return value
+
+
 def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
                     pointer: Callable = torch.Tensor.data_ptr) -> tuple:
     """Arguments in contract.SPLIT_ARG_NAMES order; absent optional tensors are replaced by q (never dereferenced).

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 from sparse_mla_aot.launch import DeviceKernels, LoadedKernel, Pointer
-from sparse_mla_aot.plan import LaunchPlan, combine_arguments, split_arguments, workspace_elements
+from sparse_mla_aot.plan import LaunchPlan, as_is, combine_arguments, split_arguments, workspace_elements
 from sparse_mla_aot.contract import D_V
 from sparse_mla_aot.validation import ALIGNMENT, DecodeCall
 
@@ -68,13 +68,9 @@ def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: Loa
     symbolic = dataclasses.replace(call, **sources)
     total, lse_start = workspace_elements(plan)
     partial_out, partial_lse = Pointer(WORKSPACE), Pointer(WORKSPACE, lse_start * FP32_BYTES)
-    split_values = split_arguments(symbolic, plan, partial_out, partial_lse, pointer=_itself)
+    split_values = split_arguments(symbolic, plan, partial_out, partial_lse, pointer=as_is)
     combine_values = combine_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT), Pointer(LSE),
-                                       pointer=_itself)
+                                       pointer=as_is)
     spec = kernels.launch_spec(split, plan.split_grid, split_values, plan.combine_grid, combine_values)
     return CachedPlan(spec, kernels.launcher.launch, device, device.index, total,
                       (call.batch, call.s_q, call.h_q, D_V), (call.batch, call.s_q, call.h_q))
-
-
-def _itself(value):
-    return value
