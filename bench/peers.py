@@ -116,7 +116,10 @@ class AutotunedJit:
         tuner = self._tuner(call.batch_rows, call.topk + call.extra_topk)
         plan = make_plan(call, "jit", 16, self.smallest_tile, max(SPLITS))
         partial_out, partial_lse = allocate_partials(plan, q.device)
-        args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, partial_out, partial_lse, pointer=as_is)))
+        out = torch.empty((call.batch, call.s_q, call.h_q, D_V), dtype=torch.bfloat16, device=q.device)
+        lse = torch.empty((call.batch, call.s_q, call.h_q), dtype=torch.float32, device=q.device)
+        args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, partial_out, partial_lse, out, lse,
+                                                         pointer=as_is)))
         del args["num_splits"]
         # The runtime passes q for absent optional tensors (the cubins' signature is fixed); a JIT kernel would
         # specialize on q's dtype and not compile, so those get a dummy of the declared type.
@@ -126,25 +129,25 @@ class AutotunedJit:
                 if dtype not in self.dummies:
                     self.dummies[dtype] = torch.empty(1, dtype=dtype, device=q.device)
                 args[param.name] = self.dummies[dtype]
-        return call, tuner, plan, partial_out, partial_lse, args
+        return call, tuner, plan, partial_out, partial_lse, out, lse, args
 
     def precompile(self, **inputs) -> None:
         """Compile every config for calls like `inputs` without launching (Autotuner.warmup): fills the Triton
         cache exactly as the first real call would, with the same specializations."""
-        _, tuner, _, _, _, args = self._split_call(**inputs)
+        _, tuner, _, _, _, _, _, args = self._split_call(**inputs)
         tuner.warmup(**args, grid=(1, 1, 1))
 
     def decode(self, q, k_cache, indices, softmax_scale, **options):
-        call, tuner, plan, partial_out, partial_lse, args = self._split_call(q, k_cache, indices, softmax_scale,
-                                                                             **options)
+        call, tuner, plan, partial_out, partial_lse, out, lse, args = self._split_call(q, k_cache, indices,
+                                                                                       softmax_scale, **options)
         rows, h_q = call.batch_rows, call.h_q
-        tuner[lambda meta: (rows, self.triton.cdiv(h_q, meta["BLOCK_H"]), meta["num_splits"])](**args)
-        plan = replace(plan, num_splits=tuner.best_config.kwargs["num_splits"])
-        out = torch.empty((call.batch, call.s_q, h_q, D_V), dtype=torch.bfloat16, device=q.device)
-        lse = torch.empty((call.batch, call.s_q, h_q), dtype=torch.float32, device=q.device)
-        combine = combine_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=as_is)
-        assert len(combine) == len(COMBINE_ARG_NAMES)
-        self.combine_fn[(rows, h_q, 1)](*combine, num_warps=COMBINE_NUM_WARPS)
+        tuner[lambda meta: (rows * meta["num_splits"] * self.triton.cdiv(h_q, meta["BLOCK_H"]),)](**args)
+        splits = tuner.best_config.kwargs["num_splits"]
+        if splits > 1:  # one split wrote out and lse itself
+            combine = combine_arguments(call, replace(plan, num_splits=splits), partial_out, partial_lse, out, lse,
+                                        pointer=as_is)
+            assert len(combine) == len(COMBINE_ARG_NAMES)
+            self.combine_fn[(rows, h_q, 1)](*combine, num_warps=COMBINE_NUM_WARPS)
         return out, lse
 
 

@@ -1,8 +1,9 @@
 """compute-sanitizer memcheck and racecheck over every shipped split variant of this GPU's target (or of
-SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at two shapes per variant:
+SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at three shapes per variant:
 
   A: b=2, s_q=1, h_q=16, topk 128 (+64 extra for model1), page size 61, 3 splits;
-  B: b=1, s_q=2, h_q=64, topk 256 (+128 extra), page size 64, topk_length, 64 splits (clamped: empty splits).
+  B: b=1, s_q=2, h_q=64, topk 256 (+128 extra), page size 64, topk_length, 64 splits (clamped: empty splits);
+  C: b=2, s_q=1, h_q=64, topk 128 (+64 extra), page size 61, one split (the split kernel writes out and lse).
 
 Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pages, the last page only half
 filled, and one index at the last filled token. Every output is also checked against the reference
@@ -34,6 +35,7 @@ from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_
 SHAPES = {
     "A": dict(b=2, s_q=1, h_q=16, topk=128, extra_topk=64, page_size=61, num_splits=3),
     "B": dict(b=1, s_q=2, h_q=64, topk=256, extra_topk=128, page_size=64, num_splits=64, with_topk_length=True),
+    "C": dict(b=2, s_q=1, h_q=64, topk=128, extra_topk=64, page_size=61, num_splits=1),
 }
 SUMMARY = {"memcheck": re.compile(r"ERROR SUMMARY: (\d+) errors?"),
            "racecheck": re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")}
@@ -63,7 +65,7 @@ def shape_inputs(name: str, kv_format: str, device: str = "cuda") -> tuple[dict,
 
 
 def run_variants(names: list[str]) -> int:
-    """The sanitized process: each variant at both shapes; returns the number of numerics failures."""
+    """The sanitized process: each variant at every shape; returns the number of numerics failures."""
     target = sparse_mla_aot.prepare()
     records = ops.catalog().shipped(target)
     failures = 0

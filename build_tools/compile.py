@@ -19,9 +19,9 @@ from sparse_mla_aot.contract import Param
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
-# A variant's num_stages is its tiles in flight, which the rendered source implements; Triton's own pipeliner stays
-# at one stage (with more it staged the gathers in a one-deep buffer waited at the next loop top, which lost on the
-# H200: docs/design.md#performance).
+# A variant's num_stages is its tiles in flight, which the rendered source implements (tiles in flight 3 asks for
+# Triton's pipeliner on the tile loop itself, `tl.range(..., num_stages=3)`); the compile-wide option stays at one
+# stage, so no other loop is pipelined (docs/design.md#performance).
 TRITON_NUM_STAGES = 1
 # Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (and --fmad=false without fp fusion:
 # ptxas_flags; the last flag works around a ptxas 13.x bug); -suppress-debug-info drops the line tables and the two copies of the PTX

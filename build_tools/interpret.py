@@ -47,7 +47,9 @@ def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, sof
             split = _interpreted(render_split(variant, dot_dtype="float32"), Path(tmp))
             constexprs = {}
         combine = _interpreted(render_combine(), Path(tmp))
-        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, pointer=as_is), **constexprs)
-        combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse, out, lse,
-                                                       pointer=as_is))
+        split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=as_is),
+                               **constexprs)
+        if plan.combine_grid is not None:
+            combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse, out, lse,
+                                                           pointer=as_is))
     return out, lse

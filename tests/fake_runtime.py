@@ -75,12 +75,16 @@ def use_cpu_runtime(monkeypatch: pytest.MonkeyPatch, root: Path, launcher) -> De
 
 def decode_spec(spec: bytes, pointers: tuple[int, ...], kernels: DeviceKernels) -> dict:
     """What the native launcher would launch for these pointers: the context, and per kernel (split, combine) its
-    function, grid, block, shared bytes and named arguments read back through the kernel's layout."""
+    function, grid, block, shared bytes and named arguments read back through the kernel's layout; combine None
+    where its slot is empty (function 0: a one-split plan)."""
     (context,) = CONTEXT.unpack_from(spec)
     result = {"context": context}
     for i, name in enumerate(("split", "combine")):
         fields = KERNEL_SPEC.unpack_from(spec, CONTEXT.size + i * KERNEL_SPEC.size)
         function, gx, gy, gz, block_x, shared, arg_bytes, count = fields[:8]
+        if name == "combine" and function == 0:
+            result[name] = None
+            continue
         slots, args = fields[8:8 + 3 * MAX_POINTERS], bytearray(fields[-1][:arg_bytes])
         for offset, source, addend in zip(slots[0:3 * count:3], slots[1:3 * count:3], slots[2:3 * count:3]):
             struct.pack_into("<Q", args, offset, pointers[source] + addend)

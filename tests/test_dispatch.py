@@ -15,7 +15,7 @@ from sparse_mla_aot import paths
 from sparse_mla_aot.catalog import Catalog, DispatchTable, TableRow, parse_table
 from sparse_mla_aot.contract import COMBINE_ARG_NAMES, COMBINE_NAME, MAX_SPLITS, SPLIT_ARG_NAMES, Variant
 from sparse_mla_aot.dispatch import choose, explain, forced_choice, forcing, parse_force
-from sparse_mla_aot.plan import LOG2_E, combine_arguments, make_plan, split_arguments
+from sparse_mla_aot.plan import LOG2_E, combine_arguments, make_plan, split_arguments, workspace_elements
 from sparse_mla_aot.reference import make_inputs
 from sparse_mla_aot.validation import check_arguments
 from tests.fakes import fake_record
@@ -359,7 +359,7 @@ def decode_call(b=2, s_q=3, h_q=16, topk=128, kv_format="v32", **kw):
 def test_plan_grid(h_q, block_h):
     call = decode_call(h_q=h_q)
     plan = make_plan(call, "v", block_h, 16, 4)
-    assert plan.split_grid == (6, math.ceil(h_q / block_h), 4)
+    assert plan.split_grid == (6 * 4 * math.ceil(h_q / block_h), 1, 1)  # rows x splits x head blocks
     assert plan.combine_grid == (6, h_q, 1)
     assert plan.partial_shape == (6, h_q, 4)
     assert (plan.variant, plan.block_h, plan.block_t, plan.num_splits) == ("v", block_h, 16, 4)
@@ -380,7 +380,10 @@ def test_plan_split_clamp(topk, extra_topk, block_t, requested, expected):
     call = decode_call(b=1, s_q=1, topk=topk, kv_format="model1", extra_topk=extra_topk)
     plan = make_plan(call, "v", 16, block_t, requested)
     assert plan.num_splits == expected
-    assert plan.split_grid == (1, 1, expected) and plan.partial_shape == (1, 16, expected)
+    assert plan.split_grid == (expected, 1, 1) and plan.partial_shape == (1, 16, expected)
+    # one split writes out and lse itself: no combine kernel, no workspace
+    assert (plan.combine_grid is None) == (expected == 1)
+    assert (workspace_elements(plan) == (0, 0)) == (expected == 1)
 
 
 def test_plan_ignores_tensor_values():
@@ -397,15 +400,17 @@ def _named(args, names):
 def test_split_arguments_without_options():
     call = decode_call(kv_format="v32")
     plan = make_plan(call, "v", 16, 16, 4)
-    po, pl = object(), object()
-    a = _named(split_arguments(call, plan, po, pl, pointer=lambda t: t), SPLIT_ARG_NAMES)
+    po, pl, out, lse = object(), object(), object(), object()
+    a = _named(split_arguments(call, plan, po, pl, out, lse, pointer=lambda t: t), SPLIT_ARG_NAMES)
     assert a["q_ptr"] is call.q and a["k_cache_ptr"] is call.k_cache and a["indices_ptr"] is call.indices
-    for name in ("topk_length_ptr", "extra_k_cache_ptr", "extra_indices_ptr", "extra_topk_length_ptr"):
+    for name in ("topk_length_ptr", "extra_k_cache_ptr", "extra_indices_ptr", "extra_topk_length_ptr",
+                 "attn_sink_ptr"):
         assert a[name] is call.q, name
     assert a["partial_out_ptr"] is po and a["partial_lse_ptr"] is pl
+    assert a["out_ptr"] is out and a["lse_ptr"] is lse
     assert a["sm_scale_log2"] == pytest.approx(call.softmax_scale * LOG2_E)
     assert (a["s_q"], a["h_q"], a["topk"], a["extra_topk"], a["num_splits"]) == (3, 16, 128, 0, 4)
-    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (0, 0)
+    assert (a["has_topk_length"], a["has_extra_topk_length"], a["has_attn_sink"]) == (0, 0, 0)
     assert (a["page_size"], a["block_stride"]) == (64, 64 * 656)
     assert (a["extra_page_size"], a["extra_block_stride"]) == (1, 0)
 
@@ -414,12 +419,13 @@ def test_split_arguments_with_every_option():
     call = decode_call(kv_format="model1", page_size=61, extra_topk=64, extra_page_size=3, with_topk_length=True,
                        with_sink=True)
     plan = make_plan(call, "v", 16, 16, 64)
-    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    a = _named(split_arguments(call, plan, "po", "pl", "out", "lse", pointer=lambda t: t), SPLIT_ARG_NAMES)
     assert a["topk_length_ptr"] is call.topk_length
     assert a["extra_k_cache_ptr"] is call.extra_k_cache
     assert a["extra_indices_ptr"] is call.extra_indices
     assert a["extra_topk_length_ptr"] is call.extra_topk_length
-    assert (a["has_topk_length"], a["has_extra_topk_length"]) == (1, 1)
+    assert a["attn_sink_ptr"] is call.attn_sink
+    assert (a["has_topk_length"], a["has_extra_topk_length"], a["has_attn_sink"]) == (1, 1, 1)
     assert (a["topk"], a["extra_topk"], a["num_splits"]) == (128, 64, 12)
     assert (a["page_size"], a["block_stride"], a["extra_page_size"], a["extra_block_stride"]) == (61, 35712, 3, 2304)
 
@@ -427,7 +433,7 @@ def test_split_arguments_with_every_option():
 def test_split_arguments_extra_set_without_lengths():
     call = decode_call(kv_format="model1", extra_topk=64, with_topk_length=False)
     plan = make_plan(call, "v", 16, 16, 4)
-    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    a = _named(split_arguments(call, plan, "po", "pl", "out", "lse", pointer=lambda t: t), SPLIT_ARG_NAMES)
     assert a["extra_k_cache_ptr"] is call.extra_k_cache and a["extra_indices_ptr"] is call.extra_indices
     assert a["topk_length_ptr"] is call.q and a["extra_topk_length_ptr"] is call.q
     assert (a["has_topk_length"], a["has_extra_topk_length"]) == (0, 0)
@@ -436,7 +442,7 @@ def test_split_arguments_extra_set_without_lengths():
 def test_split_arguments_topk_length_only():
     call = decode_call(kv_format="v32", with_topk_length=True)
     plan = make_plan(call, "v", 16, 16, 4)
-    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    a = _named(split_arguments(call, plan, "po", "pl", "out", "lse", pointer=lambda t: t), SPLIT_ARG_NAMES)
     assert a["topk_length_ptr"] is call.topk_length and a["extra_topk_length_ptr"] is call.q
     assert (a["has_topk_length"], a["has_extra_topk_length"]) == (1, 0)
 
@@ -445,7 +451,7 @@ def test_split_arguments_extra_topk_length_only():
     args = make_inputs(2, 3, 16, 128, "model1", extra_topk=64, with_topk_length=True)
     call = check_arguments(**{**args, "topk_length": None})
     plan = make_plan(call, "v", 16, 16, 4)
-    a = _named(split_arguments(call, plan, "po", "pl", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    a = _named(split_arguments(call, plan, "po", "pl", "out", "lse", pointer=lambda t: t), SPLIT_ARG_NAMES)
     assert a["topk_length_ptr"] is call.q and a["extra_topk_length_ptr"] is call.extra_topk_length
     assert (a["has_topk_length"], a["has_extra_topk_length"]) == (0, 1)
 
@@ -453,7 +459,7 @@ def test_split_arguments_extra_topk_length_only():
 def test_split_arguments_default_pointer_is_address():
     call = decode_call()
     plan = make_plan(call, "v", 16, 16, 4)
-    a = _named(split_arguments(call, plan, call.q, call.q), SPLIT_ARG_NAMES)
+    a = _named(split_arguments(call, plan, call.q, call.q, call.q, call.q), SPLIT_ARG_NAMES)
     assert a["q_ptr"] == call.q.data_ptr() and a["topk_length_ptr"] == call.q.data_ptr()
     assert a["indices_ptr"] == call.indices.data_ptr()
 

@@ -31,6 +31,15 @@ def _inputs(kv_format, case):
     return inputs
 
 
+def _check(case, inputs, out, lse):
+    figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
+    assert figures["ok"], figures["failures"]
+    if case == "all_invalid_row":
+        assert torch.all(out[0, 1] == 0) and torch.all(lse[0, 1] == float("inf"))
+    if case == "sink_and_inf_sink":
+        assert torch.all(out[:, :, 0] == 0)
+
+
 @pytest.mark.parametrize("tiles_in_flight", [1, 2])
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 @pytest.mark.parametrize("case", list(CASES))
@@ -38,13 +47,18 @@ def test_interpreter_matches_reference(kv_format, case, tiles_in_flight):
     inputs = _inputs(kv_format, CASES[case])
     block_h = 64 if inputs["q"].shape[2] == 64 else 16
     out, lse = interpret_decode(Variant(kv_format, block_h, 32, 4, tiles_in_flight), 3, **inputs)
-    ref_out, ref_lse = reference_sparse_mla_decode(**inputs)
-    figures = check_close(out.float(), lse, ref_out, ref_lse)
-    assert figures["ok"], figures["failures"]
-    if case == "all_invalid_row":
-        assert torch.all(out[0, 1] == 0) and torch.all(lse[0, 1] == float("inf"))
-    if case == "sink_and_inf_sink":
-        assert torch.all(out[:, :, 0] == 0)
+    _check(case, inputs, out, lse)
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
+@pytest.mark.parametrize("case", ["sink_and_inf_sink", "all_invalid_row", "h_q_64"])
+def test_one_split_writes_the_result_and_head_blocks_decode_their_program(kv_format, case, num_splits):
+    """One split: the split kernel writes out and lse itself (sink, empty rows) with no combine. h_q 64 in blocks of
+    16: four head blocks per (row, split) in the one launch axis."""
+    inputs = _inputs(kv_format, CASES[case])
+    out, lse = interpret_decode(Variant(kv_format, 16, 32, 4, 1), num_splits, **inputs)
+    _check(case, inputs, out, lse)
 
 
 @pytest.mark.parametrize("tiles_in_flight", [1, 2])

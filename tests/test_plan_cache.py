@@ -71,23 +71,26 @@ def expected_launch(args: dict, pointers: tuple, kernels) -> dict:
     plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
     workspace = pointers[plan_cache.WORKSPACE]
     partial_lse = workspace + 4 * workspace_elements(plan)[1]
+    out, lse = pointers[plan_cache.OUT], pointers[plan_cache.LSE]
 
     def address(t):
         return t if isinstance(t, int) else t.data_ptr()
 
-    split_args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, workspace, partial_lse, pointer=address)))
+    split_args = dict(zip(SPLIT_ARG_NAMES, split_arguments(call, plan, workspace, partial_lse, out, lse,
+                                                           pointer=address)))
     split_args["sm_scale_log2"] = _float32(split_args["sm_scale_log2"])
-    combine_args = dict(zip(COMBINE_ARG_NAMES, combine_arguments(
-        call, plan, workspace, partial_lse, pointers[plan_cache.OUT], pointers[plan_cache.LSE], pointer=address)))
     scratch = {"global_scratch": 0, "profile_scratch": 0}
+    combine = None
+    if plan.combine_grid is not None:
+        combine_args = dict(zip(COMBINE_ARG_NAMES, combine_arguments(call, plan, workspace, partial_lse, out, lse,
+                                                                     pointer=address)))
+        combine = {"kernel": COMBINE_NAME, "grid": plan.combine_grid,
+                   "block_x": kernels.kernels[COMBINE_NAME].block_x,
+                   "shared_bytes": kernels.kernels[COMBINE_NAME].shared_bytes, "args": {**combine_args, **scratch}}
     return {"context": kernels.context,
             "split": {"kernel": choice.variant, "grid": plan.split_grid, "block_x": split.block_x,
                       "shared_bytes": split.shared_bytes, "args": {**split_args, **scratch}},
-            "combine": {"kernel": COMBINE_NAME, "grid": plan.combine_grid,
-                        "block_x": kernels.kernels[COMBINE_NAME].block_x,
-                        "shared_bytes": kernels.kernels[COMBINE_NAME].shared_bytes,
-                        "args": {**combine_args, **scratch}}}
-
+            "combine": combine}
 
 def run(args: dict, launcher, kernels, checks) -> tuple[str, object]:
     """One op call compared with the oracle: ("hit" | "miss", the launch) or ("refused", the error)."""

@@ -520,10 +520,11 @@ def _check_plan_of(catalog: Catalog, call: DecodeCall, choice) -> None:
     assert 1 <= plan.num_splits <= MAX_SPLITS
     assert plan.num_splits == max(1, min(choice.num_splits, tiles, MAX_SPLITS))
     rows = call.batch_rows
-    assert plan.split_grid == (rows, math.ceil(call.h_q / v.block_h), plan.num_splits)
-    assert all(d >= 1 for d in plan.split_grid) and all(d >= 1 for d in plan.combine_grid)
-    assert plan.split_grid[1] * v.block_h >= call.h_q
-    assert plan.combine_grid == (rows, call.h_q, 1) and plan.partial_shape == (rows, call.h_q, plan.num_splits)
+    # one program per (row, split, head block), enough head blocks to cover h_q; a combine unless one split
+    assert plan.split_grid == (rows * plan.num_splits * math.ceil(call.h_q / v.block_h), 1, 1)
+    assert math.ceil(call.h_q / v.block_h) * v.block_h >= call.h_q
+    assert plan.combine_grid == (None if plan.num_splits == 1 else (rows, call.h_q, 1))
+    assert plan.partial_shape == (rows, call.h_q, plan.num_splits)
 
 
 def test_dispatch_always_picks_a_shipped_variant(full_catalog):

@@ -9,7 +9,7 @@ import pytest
 from build_tools import paths, render
 from build_tools.variant import MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid
 from sparse_mla_aot import plan
-from sparse_mla_aot.contract import COMBINE_PARAMS, D_V, SPLIT_PARAMS, VARIANT_FIELDS, Variant
+from sparse_mla_aot.contract import COMBINE_PARAMS, D_V, SPLIT_PARAMS, TILES_IN_FLIGHT, VARIANT_FIELDS, Variant
 
 BASE = Variant("v32", 16, 16, 4, 2)
 
@@ -66,8 +66,8 @@ def test_generated_source_carries_provenance():
 
 
 def test_a_source_names_the_hash_of_its_own_templates_only():
-    assert render.template_files(render.SPLIT_TEMPLATE) == ["kv_chunks.j2", render.SPLIT_TEMPLATE]
-    assert render.template_files(render.COMBINE_TEMPLATE) == [render.COMBINE_TEMPLATE]
+    assert render.template_files(render.SPLIT_TEMPLATE) == ["finalize.j2", "kv_chunks.j2", render.SPLIT_TEMPLATE]
+    assert render.template_files(render.COMBINE_TEMPLATE) == ["finalize.j2", render.COMBINE_TEMPLATE]
     assert render.template_hash(render.COMBINE_TEMPLATE) in render.render_combine().source
     assert render.template_hash(render.SPLIT_TEMPLATE) not in render.render_combine().source
 
@@ -109,8 +109,8 @@ def test_is_buildable_is_the_only_pre_compile_rule():
             assert f"needs {accumulator_registers(variant)} registers per thread at {variant.num_warps} warps" in reason
     assert is_buildable(Variant("v32", 64, 32, 8, 2), sm120)[0]
     assert not is_buildable(Variant("v32", 64, 32, 4, 2), sm120)[0]  # 256 accumulator registers per thread
-    ok, reason = is_buildable(dataclasses.replace(BASE, num_stages=3), sm120)
-    assert not ok and "num_stages=3 (tiles in flight) must be one of (1, 2)" in reason
+    ok, reason = is_buildable(dataclasses.replace(BASE, num_stages=4), sm120)
+    assert not ok and f"num_stages=4 (tiles in flight) must be one of {TILES_IN_FLIGHT}" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_t=128), sm120)
     assert not ok and "block_t=128" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_h=8), sm120)

@@ -3,6 +3,7 @@ median of many, inputs rotated over sets larger than L2). Uses the installed run
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Callable
@@ -29,6 +30,15 @@ class Shape:
     def label(self) -> str:
         extra = f"+{self.extra_topk}" if self.extra_topk else ""
         return f"{self.kv_format}/h{self.h_q}/topk{self.topk}{extra}"
+
+    @classmethod
+    def parse(cls, label: str) -> "Shape":
+        """The inverse of label: 'model1/h64/topk512+128' -> Shape('model1', 64, 512, 128)."""
+        match = re.fullmatch(r"(v32|model1)/h(\d+)/topk(\d+)(?:\+(\d+))?", label)
+        if match is None:
+            raise ValueError(f"shape must look like v32/h128/topk2048 or model1/h64/topk512+128; got {label!r}")
+        kv_format, h_q, topk, extra = match.groups()
+        return cls(kv_format, int(h_q), int(topk), int(extra or 0))
 
 
 class InputSets:

@@ -4,7 +4,8 @@
  *    that need one fail, with a RuntimeError naming libcuda.so.1. Global state: the resolved entry points.
  *  - launch() is the per-call path: a spec (bytes, packed by launch.py once per plan) holds both kernels'
  *    functions, grids and argument buffers with every scalar in place; a call copies the buffers, writes its
- *    pointers into their slots and makes two cuLaunchKernel calls (CU_LAUNCH_PARAM_BUFFER_POINTER).
+ *    pointers into their slots and makes one cuLaunchKernel call per kernel (CU_LAUNCH_PARAM_BUFFER_POINTER;
+ *    a spec whose second kernel is all zeros launches the first alone).
  *    Everything is checked before the driver is touched.
  *  - The device's primary context (the CUDA runtime's, so torch's) is made current only when the thread's
  *    differs (one cuCtxGetCurrent otherwise); a context that was current is restored afterwards, so a caller
@@ -243,7 +244,7 @@ static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
     Py_ssize_t sources = nargs - 2, i;
     CUcontext previous;
     CUresult r = CUDA_SUCCESS;
-    int k;
+    int k, kernels;
     if (check_nargs("launch", nargs, 2, 2 + MAX_SOURCES) < 0)
         return NULL;
     if (!PyBytes_Check(args[0]) || PyBytes_Size(args[0]) != (Py_ssize_t)sizeof(spec)) {
@@ -256,13 +257,15 @@ static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
         PyErr_SetString(PyExc_ValueError, "launch(): the spec's context is NULL");
         return NULL;
     }
-    if (check_kernel(&spec.kernels[0], sources, 0) < 0 || check_kernel(&spec.kernels[1], sources, 1) < 0
+    kernels = spec.kernels[1].function ? 2 : 1; /* a zero second kernel: the split kernel alone (one split) */
+    if (check_kernel(&spec.kernels[0], sources, 0) < 0
+        || (kernels == 2 && check_kernel(&spec.kernels[1], sources, 1) < 0)
         || get_u64(args[1], 0, UINT64_MAX, &stream, "launch", "stream") < 0)
         return NULL;
     for (i = 0; i < sources; i++)
         if (get_u64(args[2 + i], 0, UINT64_MAX, &pointers[i], "launch", "a pointer") < 0)
             return NULL;
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < kernels; k++) {
         const kernel_spec *ks = &spec.kernels[k];
         memcpy(buffers[k], ks->args, ks->arg_bytes);
         for (i = 0; i < (Py_ssize_t)ks->pointer_count; i++)
@@ -270,7 +273,7 @@ static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
     }
     if (ensure_driver() < 0 || enter_context((CUcontext)(uintptr_t)spec.context, &previous) < 0)
         return NULL;
-    for (k = 0; k < 2 && r == CUDA_SUCCESS; k++) {
+    for (k = 0; k < kernels && r == CUDA_SUCCESS; k++) {
         const kernel_spec *ks = &spec.kernels[k];
         size_t size = ks->arg_bytes;
         void *config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffers[k], CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
@@ -295,8 +298,8 @@ static PyMethodDef launcher_methods[] = {
      "load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: load a cubin or "
      "NUL-terminated PTX and return the kernel's CUfunction."},
     {"launch", FASTCALL(py_launch), METH_FASTCALL,
-     "launch(spec: bytes, stream: int, *pointers: int) -> None: the spec's two kernels on the stream, with the "
-     "pointers written into their argument buffers."},
+     "launch(spec: bytes, stream: int, *pointers: int) -> None: the spec's kernels (split, then combine unless "
+     "its slot is empty) on the stream, with the pointers written into their argument buffers."},
     {NULL, NULL, 0, NULL}};
 
 static int launcher_exec(PyObject *module)

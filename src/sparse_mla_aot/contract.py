@@ -86,8 +86,9 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 
 VARIANT_FIELDS = ("kv_format", "block_h", "block_t", "num_warps", "num_stages")
 # num_stages is the number of tiles in flight, implemented by the template (docs/design.md#performance): 1 gathers
-# a tile where it is computed, 2 also has the next tile's gathers in flight meanwhile.
-TILES_IN_FLIGHT = (1, 2)
+# a tile's bytes where it is computed (its indices were loaded a tile ahead), 2 also has the next tile's bytes in
+# flight meanwhile (in registers), 3 two tiles' bytes (cp.async into shared memory, by Triton's pipeliner).
+TILES_IN_FLIGHT = (1, 2, 3)
 _VARIANT_NAME = re.compile(rf"({'|'.join(KV_FORMATS)})_bh(\d+)_bt(\d+)_w(\d+)_s(\d+)")
 
 
@@ -145,6 +146,9 @@ SPLIT_PARAMS = (
     Param("extra_topk_length_ptr", "*i32", 16),
     Param("partial_out_ptr", "*fp32", 16),
     Param("partial_lse_ptr", "*fp32", 16),
+    Param("attn_sink_ptr", "*fp32", 16),
+    Param("out_ptr", "*bf16", 16),
+    Param("lse_ptr", "*fp32", 16),
     Param("sm_scale_log2", "fp32"),
     Param("s_q", "i32"),
     Param("h_q", "i32"),
@@ -153,6 +157,7 @@ SPLIT_PARAMS = (
     Param("num_splits", "i32"),
     Param("has_topk_length", "i32"),
     Param("has_extra_topk_length", "i32"),
+    Param("has_attn_sink", "i32"),
     Param("page_size", "i32"),
     Param("block_stride", "i64", 16),
     Param("extra_page_size", "i32"),

@@ -16,7 +16,8 @@ SCALAR_FORMATS = {"i32": "i", "i64": "q", "fp32": "f"}
 SCRATCH_POINTERS = len(SCRATCH_PARAMS)
 # _launcher.c's launch_spec, little-endian, every field 8 bytes: the context, then per kernel its function, grid
 # x/y/z, block_x, shared bytes, argument bytes, pointer count, MAX_POINTERS (offset, source, addend) slots and the
-# argument buffer. The native module reports its size (SPEC_BYTES); DeviceKernels refuses another.
+# argument buffer. A second kernel of all zeros (function 0) is none: a one-split plan launches the split kernel
+# alone. The native module reports its size (SPEC_BYTES); DeviceKernels refuses another.
 MAX_ARG_BYTES, MAX_POINTERS = 256, 16
 KERNEL_SPEC = struct.Struct(f"<8Q{3 * MAX_POINTERS}Q{MAX_ARG_BYTES}s")
 CONTEXT = struct.Struct("<Q")
@@ -128,7 +129,9 @@ class DeviceKernels:
         self.load(sorted(names))
 
     def launch_spec(self, split: LoadedKernel, split_grid: tuple[int, int, int], split_values: tuple,
-                    combine_grid: tuple[int, int, int], combine_values: tuple) -> bytes:
-        """The bytes launcher.launch takes: this device's context, the split kernel, then the combine kernel."""
-        return (CONTEXT.pack(self.context) + kernel_spec(split, split_grid, split_values)
-                + kernel_spec(self.kernels[COMBINE_NAME], combine_grid, combine_values))
+                    combine: tuple[tuple[int, int, int], tuple] | None) -> bytes:
+        """The bytes launcher.launch takes: this device's context, the split kernel, then the combine kernel
+        (grid, values), or for None an empty slot (function 0), which the launcher skips."""
+        combine_spec = (bytes(KERNEL_SPEC.size) if combine is None
+                        else kernel_spec(self.kernels[COMBINE_NAME], *combine))
+        return CONTEXT.pack(self.context) + kernel_spec(split, split_grid, split_values) + combine_spec

@@ -1,5 +1,5 @@
 """The public op: signature -> cached plan (or validate -> dispatch -> plan on a miss) -> one native call that
-launches split and combine on the current stream."""
+launches split and combine (or, with one split, the split kernel alone) on the current stream."""
 from __future__ import annotations
 
 import os
@@ -100,13 +100,15 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
     # and never kept past the call (a workspace cached per stream was allocated inside torch.compile's cudagraph-tree
     # pool during its warm-up and outlived it, which cudagraph trees refuse); two threads on two streams each get
     # their own from the caching allocator.
-    workspace = torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
+    # (None for one split; held until the launch, so that out and lse cannot take its block).
+    workspace = (torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
+                 if plan.workspace_elements else None)
     if out is None:
         out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
     if lse is None:
         lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=device)
-    plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors], workspace.data_ptr(),
-                out.data_ptr(), lse.data_ptr())
+    plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors],
+                0 if workspace is None else workspace.data_ptr(), out.data_ptr(), lse.data_ptr())
     return out, lse
 
 

@@ -21,26 +21,29 @@ class LaunchPlan:
     block_t: int
     num_splits: int
     split_grid: tuple[int, int, int]
-    combine_grid: tuple[int, int, int]
+    combine_grid: tuple[int, int, int] | None  # None: one split writes out and lse itself
     partial_shape: tuple[int, int, int]  # (batch_rows, h_q, num_splits)
 
 
 def make_plan(call: DecodeCall, variant: str, block_h: int, block_t: int, num_splits: int) -> LaunchPlan:
-    """More splits than tiles would only add empty splits: clamp to the tile count and to MAX_SPLITS."""
+    """More splits than tiles would only add empty splits: clamp to the tile count and to MAX_SPLITS. The split
+    grid is one axis of rows x splits x head blocks (head block fastest, as the kernel decodes it)."""
     tiles = (call.topk + call.extra_topk) // block_t
     splits = max(1, min(num_splits, tiles, MAX_SPLITS))
     rows = call.batch_rows
     return LaunchPlan(
         variant=variant, block_h=block_h, block_t=block_t, num_splits=splits,
-        split_grid=(rows, math.ceil(call.h_q / block_h), splits),
-        combine_grid=(rows, call.h_q, 1),
+        split_grid=(rows * splits * math.ceil(call.h_q / block_h), 1, 1),
+        combine_grid=None if splits == 1 else (rows, call.h_q, 1),
         partial_shape=(rows, call.h_q, splits),
     )
 
 
 def workspace_elements(plan: LaunchPlan) -> tuple[int, int]:
-    """The split workspace, flat fp32: partial out [rows, h_q, splits, 512] then partial lse [rows, h_q, splits].
-    Returns (total elements, where partial lse starts)."""
+    """The split workspace, flat fp32: partial out [rows, h_q, splits, 512] then partial lse [rows, h_q, splits];
+    none for one split. Returns (total elements, where partial lse starts)."""
+    if plan.combine_grid is None:
+        return 0, 0
     count = plan.partial_shape[0] * plan.partial_shape[1] * plan.partial_shape[2]
     return count * (D_V + 1), count * D_V
 
@@ -58,9 +61,10 @@ def as_is(value):
 
 
 def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
-                    pointer: Callable = torch.Tensor.data_ptr) -> tuple:
+                    out: torch.Tensor, lse: torch.Tensor, pointer: Callable = torch.Tensor.data_ptr) -> tuple:
     """Arguments in contract.SPLIT_ARG_NAMES order; absent optional tensors are replaced by q (never dereferenced).
-    `pointer` maps a tensor to what the launcher takes: its address (native), or itself (interpreter)."""
+    `pointer` maps a tensor to what the launcher takes: its address (native), or itself (interpreter). The split
+    kernel writes out and lse (and reads attn_sink) only when it is the only split."""
     q = pointer(call.q)
     has_extra = call.extra_indices is not None
     return (
@@ -70,8 +74,9 @@ def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tenso
         pointer(call.extra_indices) if has_extra else q,
         q if call.extra_topk_length is None else pointer(call.extra_topk_length),
         pointer(partial_out), pointer(partial_lse),
+        q if call.attn_sink is None else pointer(call.attn_sink), pointer(out), pointer(lse),
         call.softmax_scale * LOG2_E, call.s_q, call.h_q, call.topk, call.extra_topk, plan.num_splits,
-        int(call.topk_length is not None), int(call.extra_topk_length is not None),
+        int(call.topk_length is not None), int(call.extra_topk_length is not None), int(call.attn_sink is not None),
         call.page_size, call.block_stride, call.extra_page_size, call.extra_block_stride,
     )
 

@@ -30,7 +30,7 @@ class CachedPlan:
     launch: Callable  # the native launcher's launch(spec, stream, *pointers)
     device: torch.device
     device_index: int
-    workspace_elements: int  # fp32
+    workspace_elements: int  # fp32; 0: one split, no workspace
     out_shape: tuple[int, int, int, int]
     lse_shape: tuple[int, int, int]
 
@@ -68,9 +68,12 @@ def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: Loa
     symbolic = dataclasses.replace(call, **sources)
     total, lse_start = workspace_elements(plan)
     partial_out, partial_lse = Pointer(WORKSPACE), Pointer(WORKSPACE, lse_start * FP32_BYTES)
-    split_values = split_arguments(symbolic, plan, partial_out, partial_lse, pointer=as_is)
-    combine_values = combine_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT), Pointer(LSE),
-                                       pointer=as_is)
-    spec = kernels.launch_spec(split, plan.split_grid, split_values, plan.combine_grid, combine_values)
+    split_values = split_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT), Pointer(LSE),
+                                   pointer=as_is)
+    combine = None
+    if plan.combine_grid is not None:
+        combine = plan.combine_grid, combine_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT),
+                                                       Pointer(LSE), pointer=as_is)
+    spec = kernels.launch_spec(split, plan.split_grid, split_values, combine)
     return CachedPlan(spec, kernels.launcher.launch, device, device.index, total,
                       (call.batch, call.s_q, call.h_q, D_V), (call.batch, call.s_q, call.h_q))
