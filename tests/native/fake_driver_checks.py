@@ -83,6 +83,20 @@ def argument_buffers(launcher, fake) -> None:
             assert got == value, (param, fmt, offset, got, value)
 
 
+def one_split_launches_the_split_kernel_alone(launcher, fake) -> None:
+    """A spec whose combine slot is all zeros (launch.DeviceKernels.launch_spec for a one-split plan) makes one
+    launch, the split kernel's, with its arguments in place."""
+    from sparse_mla_aot.launch import CONTEXT, KERNEL_SPEC, kernel_spec
+
+    context = launcher.primary_context(0)
+    (split, params), _ = _kernels(launcher, context)
+    spec = CONTEXT.pack(context) + kernel_spec(split, (5, 1, 1), _values(params, 0)) + bytes(KERNEL_SPEC.size)
+    launcher.launch(spec, STREAM, 1, 2, 3, 4)
+    assert fake.fake_launches() == 1
+    record = fake.fake_record(0).contents
+    assert (record.function, tuple(record.grid), record.arg_bytes) == (split.function, (5, 1, 1), split.arg_bytes)
+
+
 def context_switches(launcher, fake) -> None:
     """A thread without a context gets the device's and keeps it; a thread on another device's context launches
     on the spec's and gets its own back; a thread already on it makes no cuCtxSetCurrent call."""
@@ -145,7 +159,8 @@ def _raises(fn, message: str) -> None:
         raise AssertionError(f"no error; expected {message!r}")
 
 
-CHECKS = {f.__name__: f for f in (argument_buffers, context_switches, errors_restore_the_callers_context)}
+CHECKS = {f.__name__: f for f in (argument_buffers, one_split_launches_the_split_kernel_alone, context_switches,
+                                   errors_restore_the_callers_context)}
 
 if __name__ == "__main__":
     launcher_so, fake_so, check = sys.argv[1:]
