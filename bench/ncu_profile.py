@@ -1,8 +1,8 @@
 """Where the split kernel's time goes, from Nsight Compute's counters (docs/design.md#performance): per point
 (shape, batch, variant), one profiled launch of the split kernel inside a normal eager call on rotating inputs
 (tuning.gpu_timing.InputSets), then a table of duration, throughput, occupancy, registers and the stall reasons,
-the share of warp-stall samples per SASS opcode, and the instructions where warps stall most. GPU host with `ncu` on PATH; writes the reports and the
-per-instruction CSV under $OUT (or --out).
+the share of warp-stall samples per SASS opcode, and the instructions where warps stall most. GPU host with `ncu`
+on PATH; writes the reports and the per-instruction CSV under $OUT (or --out).
 
     python bench/ncu_profile.py --point v32/h128/topk2048:128 --point model1/h16/topk512:128:bh16_bt64_w4_s1x2
 """

@@ -136,6 +136,16 @@ class Param:
         return cls(**_exact_keys(raw, cls, "param"))
 
 
+# Where both kernels write a call's result: the split partials, the sink, out and lse (the split kernel writes out
+# and lse itself when it is the only split; the combine kernel reads the partials and writes them otherwise).
+RESULT_PARAMS = (
+    Param("partial_out_ptr", "*fp32", 16),
+    Param("partial_lse_ptr", "*fp32", 16),
+    Param("attn_sink_ptr", "*fp32", 16),
+    Param("out_ptr", "*bf16", 16),
+    Param("lse_ptr", "*fp32", 16),
+)
+
 SPLIT_PARAMS = (
     Param("q_ptr", "*bf16", 16),
     Param("k_cache_ptr", "*u8", 16),
@@ -144,11 +154,7 @@ SPLIT_PARAMS = (
     Param("extra_k_cache_ptr", "*u8", 16),
     Param("extra_indices_ptr", "*i32", 16),
     Param("extra_topk_length_ptr", "*i32", 16),
-    Param("partial_out_ptr", "*fp32", 16),
-    Param("partial_lse_ptr", "*fp32", 16),
-    Param("attn_sink_ptr", "*fp32", 16),
-    Param("out_ptr", "*bf16", 16),
-    Param("lse_ptr", "*fp32", 16),
+    *RESULT_PARAMS,
     Param("sm_scale_log2", "fp32"),
     Param("s_q", "i32"),
     Param("h_q", "i32"),
@@ -165,11 +171,7 @@ SPLIT_PARAMS = (
 )
 
 COMBINE_PARAMS = (
-    Param("partial_out_ptr", "*fp32", 16),
-    Param("partial_lse_ptr", "*fp32", 16),
-    Param("attn_sink_ptr", "*fp32", 16),
-    Param("out_ptr", "*bf16", 16),
-    Param("lse_ptr", "*fp32", 16),
+    *RESULT_PARAMS,
     Param("h_q", "i32"),
     Param("num_splits", "i32"),
     Param("has_attn_sink", "i32"),

@@ -60,6 +60,12 @@ def as_is(value):
     return value
 
 
+def _result_arguments(call: DecodeCall, partial_out, partial_lse, out, lse, pointer: Callable, stand_in) -> tuple:
+    """contract.RESULT_PARAMS, which both kernels take: an absent attn_sink is `stand_in` (never dereferenced)."""
+    return (pointer(partial_out), pointer(partial_lse), stand_in if call.attn_sink is None else pointer(call.attn_sink),
+            pointer(out), pointer(lse))
+
+
 def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
                     out: torch.Tensor, lse: torch.Tensor, pointer: Callable = torch.Tensor.data_ptr) -> tuple:
     """Arguments in contract.SPLIT_ARG_NAMES order; absent optional tensors are replaced by q (never dereferenced).
@@ -73,8 +79,7 @@ def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tenso
         pointer(call.extra_k_cache) if has_extra else q,
         pointer(call.extra_indices) if has_extra else q,
         q if call.extra_topk_length is None else pointer(call.extra_topk_length),
-        pointer(partial_out), pointer(partial_lse),
-        q if call.attn_sink is None else pointer(call.attn_sink), pointer(out), pointer(lse),
+        *_result_arguments(call, partial_out, partial_lse, out, lse, pointer, stand_in=q),
         call.softmax_scale * LOG2_E, call.s_q, call.h_q, call.topk, call.extra_topk, plan.num_splits,
         int(call.topk_length is not None), int(call.extra_topk_length is not None), int(call.attn_sink is not None),
         call.page_size, call.block_stride, call.extra_page_size, call.extra_block_stride,
@@ -84,7 +89,5 @@ def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tenso
 def combine_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
                       out: torch.Tensor, lse: torch.Tensor, pointer: Callable = torch.Tensor.data_ptr) -> tuple:
     """Arguments in contract.COMBINE_ARG_NAMES order."""
-    sink = call.attn_sink
-    partial_lse = pointer(partial_lse)
-    return (pointer(partial_out), partial_lse, partial_lse if sink is None else pointer(sink), pointer(out),
-            pointer(lse), call.h_q, plan.num_splits, int(sink is not None))
+    results = _result_arguments(call, partial_out, partial_lse, out, lse, pointer, stand_in=pointer(partial_lse))
+    return (*results, call.h_q, plan.num_splits, int(call.attn_sink is not None))
