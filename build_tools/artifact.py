@@ -60,10 +60,11 @@ def record_path(out_dir: Path, name: str) -> Path:
 def render_sources(target: Target, variants: list[Variant], out_dir: Path) -> int:
     """The render edge: every buildable artifact's source, rewritten only where its text changed (ninja's restat
     then recompiles only those). Returns how many were written."""
-    written = write_if_different(source_path(out_dir, COMBINE_NAME), render_combine().source)
+    written = write_if_different(source_path(out_dir, COMBINE_NAME), render_combine(target.grid_dependency).source)
     for variant in variants:
         if is_buildable(variant, target)[0]:
-            written += write_if_different(source_path(out_dir, variant.name), render_split(variant).source)
+            written += write_if_different(source_path(out_dir, variant.name),
+                                          render_split(variant, grid_dependency=target.grid_dependency).source)
     return written
 
 
@@ -81,7 +82,7 @@ def _identity(target: Target, rendered: RenderedKernel, variant: Variant | None)
         name=rendered.name, kind="split" if variant else "combine", target=target.name,
         kernel_name=rendered.kernel_name, num_warps=num_warps, num_stages=num_stages,
         params=(*rendered.params, *SCRATCH_PARAMS), max_shared_bytes=target.max_shared_bytes,
-        binary_format=target.binary, triton_version=triton_version(),
+        binary_format=target.binary, grid_dependency=target.grid_dependency, triton_version=triton_version(),
         ptxas_version=ptxas_version(target.triton_arch), cache_key=cache_key(rendered, target),
         source=f"src/{rendered.name}.py",
     )

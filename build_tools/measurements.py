@@ -1,5 +1,5 @@
-"""The measurements `tune` writes (one CSV row per batch size x variant x split count x stage) and their
-reduction to dispatch-table rows. Torch-free: `tables` derives tables for other targets from the same files."""
+"""The measurements `tune` writes (one CSV row per batch size x variant x split count x combine launch x stage) and
+their reduction to dispatch-table rows. Torch-free: `tables` derives tables for other targets from the same files."""
 from __future__ import annotations
 
 import csv
@@ -8,18 +8,21 @@ from pathlib import Path
 
 from build_tools.render import write_atomic
 
-CSV_FIELDS = ("batch_rows", "variant", "num_splits", "stage", "median_us", "p10_us", "p90_us", "n",
-              "calls_per_replay")
-Key = tuple[int, str, int, str]  # (batch_rows, variant, num_splits, stage)
+CSV_FIELDS = ("batch_rows", "variant", "num_splits", "programmatic_combine", "stage", "median_us", "p10_us", "p90_us",
+              "n", "calls_per_replay")
+Key = tuple[int, str, int, int, str]  # (batch_rows, variant, num_splits, programmatic_combine 0/1, stage)
 
 
 def read_rows(path: Path) -> dict[Key, dict]:
-    """Earlier measurements; rows from before screening existed (no stage column) were full measurements."""
+    """Earlier measurements; rows from before screening existed (no stage column) were full measurements, rows from
+    before programmatic launches (no programmatic_combine column) ordinary launches."""
     if not path.exists():
         return {}
     with open(path, newline="") as f:
-        rows = [dict(r, stage=r.get("stage") or "full") for r in csv.DictReader(f)]
-    return {(int(r["batch_rows"]), r["variant"], int(r["num_splits"]), r["stage"]): r for r in rows}
+        rows = [dict(r, stage=r.get("stage") or "full", programmatic_combine=r.get("programmatic_combine") or "0")
+                for r in csv.DictReader(f)]
+    return {(int(r["batch_rows"]), r["variant"], int(r["num_splits"]), int(r["programmatic_combine"]), r["stage"]): r
+            for r in rows}
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
@@ -47,10 +50,12 @@ def table_rows(best: dict[int, dict]) -> list[dict]:
     """<= bound buckets: consecutive batch sizes with the same choice merge; the last row is open-ended."""
     rows: list[dict] = []
     for batch in sorted(best):
-        choice = (best[batch]["variant"], int(best[batch]["num_splits"]))
-        if rows and (rows[-1]["variant"], rows[-1]["num_splits"]) == choice:
+        choice = (best[batch]["variant"], int(best[batch]["num_splits"]),
+                  bool(int(best[batch].get("programmatic_combine") or 0)))
+        if rows and (rows[-1]["variant"], rows[-1]["num_splits"], rows[-1]["programmatic_combine"]) == choice:
             rows[-1]["max_batch_rows"] = batch
         else:
-            rows.append({"max_batch_rows": batch, "variant": choice[0], "num_splits": choice[1]})
+            rows.append({"max_batch_rows": batch, "variant": choice[0], "num_splits": choice[1],
+                         "programmatic_combine": choice[2]})
     rows[-1]["max_batch_rows"] = None
     return rows

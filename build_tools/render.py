@@ -108,9 +108,12 @@ def read_rendered(artifact: str, source_path: Path) -> RenderedKernel:
     return RenderedKernel(artifact, kernel_name(artifact), source_path.read_text(), params)
 
 
-def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16") -> RenderedKernel:
+def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16",
+                 grid_dependency: bool = False) -> RenderedKernel:
     """bfloat16 dot operands for compiled variants; float32 for the interpreter (its bf16 tl.dot is broken).
-    An AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as trailing constexpr parameters."""
+    An AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as trailing constexpr parameters.
+    grid_dependency: let the combine kernel launch early (griddepcontrol; targets from sm_90, never the
+    interpreter, which has no such instruction)."""
     params = [p.name for p in SPLIT_PARAMS]
     if isinstance(variant, AutotunedBlocks):
         params += [f"{variant.block_h}: tl.constexpr", f"{variant.block_t}: tl.constexpr"]
@@ -119,6 +122,7 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
         template_hash=template_hash(SPLIT_TEMPLATE),
         variant=variant,
         dot_dtype=_dot_dtype(dot_dtype),
+        grid_dependency=grid_dependency,
         kernel_name=kernel_name(variant.name),
         params=params,
         d_qk=LAYOUTS[variant.kv_format].d_qk,
@@ -128,9 +132,12 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
     return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
 
 
-def render_combine() -> RenderedKernel:
+def render_combine(grid_dependency: bool = False) -> RenderedKernel:
+    """grid_dependency: wait for the split grid through griddepcontrol, so that the runtime can launch this kernel
+    as a programmatic dependent launch (targets from sm_90)."""
     source = _environment().get_template(COMBINE_TEMPLATE).render(
         template=COMBINE_TEMPLATE,
+        grid_dependency=grid_dependency,
         template_hash=template_hash(COMBINE_TEMPLATE),
         kernel_name=kernel_name(COMBINE_NAME),
         params=[p.name for p in COMBINE_PARAMS],

@@ -15,6 +15,7 @@ MIN_MMA_ROWS = 16
 # it spills inside the main loop (sm90: block_h 64 with 4 warps held 256 and moved ~2 KB per thread per tile
 # through local memory). Q, P, the tile and its addresses need the rest of the 255 (docs/design.md#performance).
 MAX_ACCUMULATOR_REGISTERS = 128
+GRID_DEPENDENCY_MIN_ARCH = 90  # griddepcontrol (programmatic dependent launch) is sm_90 and later PTX
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,11 @@ class Target:
     # Triton options for every kernel of the target (e.g. maxnreg: ptxas 13.x caps sm_120a at 128 registers
     # unless the PTX carries .maxnreg); part of every artifact's cache key.
     compile_options: dict = field(default_factory=dict)
+
+    @property
+    def grid_dependency(self) -> bool:
+        """griddepcontrol (programmatic dependent launch) needs sm_90 or later; the sm89 proxy's PTX cannot hold it."""
+        return self.triton_arch >= GRID_DEPENDENCY_MIN_ARCH
 
     def manifest_entry(self) -> dict:
         """What the wheel's manifest says of the target, for the runtime to pick it by capability and find its

@@ -23,13 +23,14 @@ TABLE_SPLITS = (64, 4, 1)  # per table row; 64 exceeds small token counts, exerc
 
 def write_runtime_kernel_dir(root: Path) -> Path:
     """write_kernel_dir's fake wheel (records with the real parameter lists) with tables for every kv_format and
-    h_q."""
+    h_q; the middle row of each launches its combine kernel as a programmatic dependent launch."""
     root = write_kernel_dir(root)
     for kv_format in ("v32", "model1"):
         shipped = sorted(Variant(*key).name for key, status in VARIANTS.items()
                          if status == "shipped" and key[0] == kv_format)
         for h_q in SUPPORTED_H_Q:
-            rows = [{"max_batch_rows": bound, "variant": shipped[i % len(shipped)], "num_splits": splits}
+            rows = [{"max_batch_rows": bound, "variant": shipped[i % len(shipped)], "num_splits": splits,
+                     "programmatic_combine": i == 1}
                     for i, (bound, splits) in enumerate(zip((1, 4, None), TABLE_SPLITS))]
             table = {"target": "sm90", "kv_format": kv_format, "h_q": h_q,
                      "provenance": {"kind": "heuristic", "rule": "test tables"}, "rows": rows}
@@ -75,17 +76,17 @@ def use_cpu_runtime(monkeypatch: pytest.MonkeyPatch, root: Path, launcher) -> De
 
 def decode_spec(spec: bytes, pointers: tuple[int, ...], kernels: DeviceKernels) -> dict:
     """What the native launcher would launch for these pointers: the context, and per kernel (split, combine) its
-    function, grid, block, shared bytes and named arguments read back through the kernel's layout; combine None
-    where its slot is empty (function 0: a one-split plan)."""
+    function, grid, block, shared bytes, whether it is a programmatic dependent launch, and named arguments read back
+    through the kernel's layout; combine None where its slot is empty (function 0: a one-split plan)."""
     (context,) = CONTEXT.unpack_from(spec)
     result = {"context": context}
     for i, name in enumerate(("split", "combine")):
         fields = KERNEL_SPEC.unpack_from(spec, CONTEXT.size + i * KERNEL_SPEC.size)
-        function, gx, gy, gz, block_x, shared, arg_bytes, count = fields[:8]
+        function, gx, gy, gz, block_x, shared, programmatic, arg_bytes, count = fields[:9]
         if name == "combine" and function == 0:
             result[name] = None
             continue
-        slots, args = fields[8:8 + 3 * MAX_POINTERS], bytearray(fields[-1][:arg_bytes])
+        slots, args = fields[9:9 + 3 * MAX_POINTERS], bytearray(fields[-1][:arg_bytes])
         for offset, source, addend in zip(slots[0:3 * count:3], slots[1:3 * count:3], slots[2:3 * count:3]):
             struct.pack_into("<Q", args, offset, pointers[source] + addend)
         kernel = next(k for k in kernels.kernels.values() if k.function == function)
@@ -93,5 +94,5 @@ def decode_spec(spec: bytes, pointers: tuple[int, ...], kernels: DeviceKernels) 
         values = {p.name: struct.unpack_from("<" + fmt, args, offset)[0]
                   for p, (fmt, offset) in zip((*params, *SCRATCH_PARAMS), kernel.layout)}
         result[name] = {"kernel": kernel.name, "grid": (gx, gy, gz), "block_x": block_x, "shared_bytes": shared,
-                        "args": values}
+                        "programmatic": bool(programmatic), "args": values}
     return result

@@ -36,7 +36,7 @@ VARIANTS = {
 }
 TABLE_ROWS = [
     {"max_batch_rows": 1, "variant": "v32_bh16_bt16_w4_s2", "num_splits": 16},
-    {"max_batch_rows": 8, "variant": "v32_bh16_bt32_w4_s2", "num_splits": 8},
+    {"max_batch_rows": 8, "variant": "v32_bh16_bt32_w4_s2", "num_splits": 8, "programmatic_combine": True},
     {"max_batch_rows": None, "variant": "v32_bh32_bt16_w4_s2", "num_splits": 2},
 ]
 
@@ -106,7 +106,8 @@ def test_table_parsed_from_file(catalog):
     table = catalog.table("sm90", "v32", 16)
     assert (table.target, table.kv_format, table.h_q) == ("sm90", "v32", 16)
     assert table.bounds == (1, 8)
-    assert table.rows[1] == TableRow(8, "v32_bh16_bt32_w4_s2", 8)
+    assert table.rows[1] == TableRow(8, "v32_bh16_bt32_w4_s2", 8, programmatic_combine=True)
+    assert table.rows[0].programmatic_combine is False  # absent: an ordinary launch
     assert table.provenance["kind"] == "heuristic"
     assert [t.h_q for t in catalog.tables("sm90")] == [16]
 
@@ -145,6 +146,15 @@ def test_parse_table_rejects_missing_row_key(drop):
     rows = [dict(r) for r in TABLE_ROWS]
     del rows[1][drop]
     with pytest.raises(ValueError, match=rf"dispatch table t\.json is malformed: KeyError\('{drop}'\)"):
+        parse_table(raw_table(rows), "t.json")
+
+
+@pytest.mark.parametrize("value", [1, "true", None])
+def test_parse_table_rejects_a_programmatic_combine_that_is_not_a_bool(value):
+    rows = [dict(r) for r in TABLE_ROWS]
+    rows[0]["programmatic_combine"] = value
+    with pytest.raises(ValueError, match=rf"dispatch table t\.json is malformed: .*programmatic_combine must be true "
+                                         rf"or false; got {re.escape(repr(value))}"):
         parse_table(raw_table(rows), "t.json")
 
 
@@ -239,6 +249,8 @@ def test_forcing_is_per_kv_format(catalog):
     ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits", r"'num_splits' is not field=value"),
     ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=0", r"num_splits must be >= 1; got 0"),
     ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=-3", r"num_splits must be >= 1; got -3"),
+    ("block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=4,programmatic_combine=2",
+     r"programmatic_combine must be 0 or 1; got 2"),
 ])
 def test_malformed_force_spec(catalog, monkeypatch, spec, message):
     with pytest.raises(ValueError, match=rf"^{FORCE}.*{message}"):
@@ -260,7 +272,20 @@ def test_forcing_overrides_the_environment_in_its_context_only(catalog, monkeypa
 
 def test_parse_force_valid():
     assert parse_force("num_splits=16,block_h=16,block_t=16,num_warps=8,num_stages=2,") == {
-        "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16}
+        "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16, "programmatic_combine": 0}
+    assert parse_force("block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=4,programmatic_combine=1")[
+        "programmatic_combine"] == 1
+
+
+def test_the_combine_launch_follows_the_table_row_or_the_forced_spec(catalog):
+    """A row's programmatic_combine reaches the choice; a forced spec leaves it off unless it says 1."""
+    table = catalog.table("sm90", "v32", 16)
+    for i, row in enumerate(table.rows):
+        batch_rows = row.max_batch_rows if row.max_batch_rows is not None else 10_000
+        assert choose(catalog, "sm90", "v32", 16, batch_rows).programmatic_combine is row.programmatic_combine
+    spec = "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=4"
+    assert forced_choice(catalog, "sm90", "v32", spec).programmatic_combine is False
+    assert forced_choice(catalog, "sm90", "v32", spec + ",programmatic_combine=1").programmatic_combine is True
 
 
 # ---------------------------------------------------------------------------------------------- explain

@@ -85,11 +85,12 @@ def test_import_without_gpu(launcher):
 
 
 def spec(context=0x1000, split=None, combine=None) -> bytes:
-    """A launch spec from fields (each kernel: function, grid, block_x, shared_bytes, arg_bytes, slots, args)."""
-    def kernel(function=0x2000, grid=(1, 1, 1), block_x=128, shared_bytes=0, arg_bytes=16, slots=((0, 0, 0),),
-               args=b""):
+    """A launch spec from fields (each kernel: function, grid, block_x, shared_bytes, programmatic, arg_bytes,
+    slots, args)."""
+    def kernel(function=0x2000, grid=(1, 1, 1), block_x=128, shared_bytes=0, programmatic=0, arg_bytes=16,
+               slots=((0, 0, 0),), args=b""):
         flat = [v for slot in slots for v in slot]
-        return KERNEL_SPEC.pack(function, *grid, block_x, shared_bytes, arg_bytes, len(slots), *flat,
+        return KERNEL_SPEC.pack(function, *grid, block_x, shared_bytes, programmatic, arg_bytes, len(slots), *flat,
                                 *[0] * (3 * MAX_POINTERS - len(flat)), args)
     return CONTEXT.pack(context) + kernel(**(split or {})) + kernel(**(combine or {}))
 
@@ -100,6 +101,7 @@ def spec(context=0x1000, split=None, combine=None) -> bytes:
     ({"split": {"grid": (2**32, 1, 1)}}, "kernel 0 of the spec is malformed"),
     ({"split": {"block_x": 2048}}, "kernel 0 of the spec is malformed"),
     ({"split": {"arg_bytes": 264}}, "kernel 0 of the spec is malformed"),
+    ({"combine": {"programmatic": 2}}, "kernel 1 of the spec is malformed"),  # a flag: 0 or 1
     ({"split": {"slots": ((4, 0, 0),)}}, "kernel 0 of the spec is malformed"),  # not 8-byte aligned
     ({"split": {"slots": ((16, 0, 0),)}}, "kernel 0 of the spec is malformed"),  # past arg_bytes
     ({"combine": {"slots": ((0, 1, 0),)}}, "kernel 1 of the spec is malformed"),  # source 1 of 1 pointer

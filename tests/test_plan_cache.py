@@ -86,10 +86,14 @@ def expected_launch(args: dict, pointers: tuple, kernels) -> dict:
                                                                      pointer=address)))
         combine = {"kernel": COMBINE_NAME, "grid": plan.combine_grid,
                    "block_x": kernels.kernels[COMBINE_NAME].block_x,
-                   "shared_bytes": kernels.kernels[COMBINE_NAME].shared_bytes, "args": {**combine_args, **scratch}}
+                   "shared_bytes": kernels.kernels[COMBINE_NAME].shared_bytes,
+                   # a programmatic dependent launch where the row asks and the combine kernel can wait for it
+                   "programmatic": (choice.programmatic_combine
+                                    and kernels.catalog.records("sm90")[COMBINE_NAME].grid_dependency),
+                   "args": {**combine_args, **scratch}}
     return {"context": kernels.context,
             "split": {"kernel": choice.variant, "grid": plan.split_grid, "block_x": split.block_x,
-                      "shared_bytes": split.shared_bytes, "args": {**split_args, **scratch}},
+                      "shared_bytes": split.shared_bytes, "programmatic": False, "args": {**split_args, **scratch}},
             "combine": combine}
 
 def run(args: dict, launcher, kernels, checks) -> tuple[str, object]:

@@ -7,7 +7,8 @@ import jinja2
 import pytest
 
 from build_tools import paths, render
-from build_tools.variant import MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid
+from build_tools.variant import (MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid,
+                                 load_targets)
 from sparse_mla_aot import plan
 from sparse_mla_aot.contract import COMBINE_PARAMS, D_V, SPLIT_PARAMS, TILES_IN_FLIGHT, VARIANT_FIELDS, Variant
 
@@ -77,6 +78,24 @@ def test_dot_dtype_is_a_render_parameter():
     assert ".to(tl.bfloat16)" in render.render_split(BASE).source
     with pytest.raises(ValueError, match="dot_dtype"):
         render.render_split(BASE, dot_dtype="float16x")
+
+
+def test_grid_dependency_control_is_rendered_only_where_asked():
+    """The split kernel lets the combine kernel launch from its first statement (when there is one); the combine
+    kernel waits for the split grid before its first load. Neither is there by default (the interpreter and the sm89 proxy have no
+    griddepcontrol)."""
+    split, combine = render.render_split(BASE, grid_dependency=True).source, render.render_combine(True).source
+    assert split.index("tl.extra.cuda.gdc_launch_dependents()") < split.index("program = tl.program_id(0)")
+    assert split.index("if num_splits > 1:") < split.index("tl.extra.cuda.gdc_launch_dependents()")
+    assert combine.index("tl.extra.cuda.gdc_wait()") < combine.index("tl.load(")
+    assert "gdc_" not in render.render_split(BASE).source + render.render_combine().source
+    assert "gdc_" not in render.render_split(BASE, dot_dtype="float32").source
+
+
+def test_only_targets_from_sm90_compile_grid_dependency_control():
+    targets = load_targets()
+    assert {name: t.grid_dependency for name, t in targets.items()} == {
+        "sm120": True, "sm121": True, "sm90": True, "sm89-proxy": False}
 
 
 def test_layouts_share_one_template_and_differ_only_in_the_tile_block():

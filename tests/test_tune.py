@@ -13,21 +13,28 @@ from tuning.ab import parse_side, verdict
 
 
 def _best(choices):
-    return {b: {"variant": v, "num_splits": str(s), "median_us": "1"} for b, (v, s) in choices.items()}
+    """batch -> (variant, splits[, programmatic combine]) as best_per_batch returns them (CSV strings)."""
+    return {b: {"variant": c[0], "num_splits": str(c[1]), "programmatic_combine": str(int(c[2] if len(c) > 2 else 0)),
+                "median_us": "1"} for b, c in choices.items()}
 
 
 def test_table_rows_merge_equal_neighbours_and_leave_the_last_row_open():
     rows = table_rows(_best({1: ("a", 64), 2: ("a", 64), 4: ("a", 32), 8: ("b", 8), 16: ("b", 8)}))
-    assert rows == [{"max_batch_rows": 2, "variant": "a", "num_splits": 64},
-                    {"max_batch_rows": 4, "variant": "a", "num_splits": 32},
-                    {"max_batch_rows": None, "variant": "b", "num_splits": 8}]
+    assert rows == [{"max_batch_rows": 2, "variant": "a", "num_splits": 64, "programmatic_combine": False},
+                    {"max_batch_rows": 4, "variant": "a", "num_splits": 32, "programmatic_combine": False},
+                    {"max_batch_rows": None, "variant": "b", "num_splits": 8, "programmatic_combine": False}]
     table = {"target": "sm90", "kv_format": "v32", "h_q": 16, "provenance": {"kind": "tuned"}, "rows": rows}
     assert parse_table(table, "tuned").row_for(3) == 1
 
 
 def test_single_choice_is_one_open_row():
     assert table_rows(_best({1: ("a", 1), 128: ("a", 1)})) == [{"max_batch_rows": None, "variant": "a",
-                                                               "num_splits": 1}]
+                                                               "num_splits": 1, "programmatic_combine": False}]
+
+
+def test_a_programmatic_combine_launch_is_part_of_a_row_s_choice():
+    rows = table_rows(_best({1: ("a", 8, True), 2: ("a", 8, False), 4: ("a", 8, False)}))
+    assert [(r["max_batch_rows"], r["programmatic_combine"]) for r in rows] == [(1, True), (None, False)]
 
 
 def test_force_spec_round_trips_through_the_runtime_parser():
@@ -108,12 +115,12 @@ def test_rows_from_before_screening_read_as_full_and_only_full_rows_enter_the_ta
     old.write_text("batch_rows,variant,num_splits,median_us,p10_us,p90_us,n,calls_per_replay\n"
                    "1,a,4,10.0,9.0,11.0,50,32\n")
     rows = read_rows(old)
-    assert list(rows) == [(1, "a", 4, "full")]
-    screen = {"batch_rows": "1", "variant": "b", "num_splits": "2", "stage": "screen", "median_us": "5.0",
-              "p10_us": "5", "p90_us": "5", "n": "5", "calls_per_replay": "32"}
+    assert list(rows) == [(1, "a", 4, 0, "full")]  # and an ordinary combine launch
+    screen = {"batch_rows": "1", "variant": "b", "num_splits": "2", "programmatic_combine": "0", "stage": "screen",
+              "median_us": "5.0", "p10_us": "5", "p90_us": "5", "n": "5", "calls_per_replay": "32"}
     write_rows(old, [*rows.values(), screen])
     again = read_rows(old)
-    assert set(again) == {(1, "a", 4, "full"), (1, "b", 2, "screen")}
+    assert set(again) == {(1, "a", 4, 0, "full"), (1, "b", 2, 0, "screen")}
     assert best_per_batch(list(again.values()), [1])[1]["variant"] == "a"  # the faster screen row is not a result
 
 
@@ -137,8 +144,10 @@ def test_proxy_derived_table_prefers_a_near_tie_that_spills_less_and_scales_spli
             _measured(8, "fast_spills", 4, 100.0), _measured(8, "near_clean", 4, 120.0)]
     table = proxy_derived_table("sm120", records, rows, "v32", 128, {"csv": "x.csv"})
     assert table["provenance"]["kind"] == "proxy-derived"
-    assert table["rows"] == [{"max_batch_rows": 1, "variant": "near_clean", "num_splits": 32},
-                             {"max_batch_rows": None, "variant": "fast_spills", "num_splits": 4}]
+    assert table["rows"] == [{"max_batch_rows": 1, "variant": "near_clean", "num_splits": 32,
+                              "programmatic_combine": False},
+                             {"max_batch_rows": None, "variant": "fast_spills", "num_splits": 4,
+                              "programmatic_combine": False}]
     sm121 = proxy_derived_table("sm121", records, rows, "v32", 128, {"csv": "x.csv"})  # 48 SMs: 32 -> 16
     assert sm121["rows"][0]["num_splits"] == 16
     with pytest.raises(ValueError, match="proxy-derived tables are for"):
@@ -187,9 +196,10 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
         captures.append(forced_spec())
         return forced_spec()
 
-    def fake_replays(graph, calls, count):
+    def fake_replays(graph, calls, count):  # a programmatic combine launch saves 2 us
         fields = dict(item.split("=") for item in graph.split(","))
-        return [speed[int(fields["block_t"])][int(fields["num_splits"])]] * count
+        return [speed[int(fields["block_t"])][int(fields["num_splits"])]
+                - 2.0 * int(fields.get("programmatic_combine", 0))] * count
 
     monkeypatch.setattr(tune, "InputSets", FakeInputs)
     monkeypatch.setattr(tune, "capture", fake_capture)
@@ -206,3 +216,10 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     again = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO())
     assert len(captures) == 8 and len(again) == 8  # resumed: nothing measured twice
     assert tune.best_per_batch(again, [1])[1]["variant"] == bt16
+    # where the combine kernel can wait for the split grid, the winner (4 splits) is also timed as a programmatic
+    # launch, and that measurement wins the batch
+    more = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO(),
+                        programmatic_combine=True)
+    assert len(captures) == 9 and captures[-1].endswith(",num_splits=4,programmatic_combine=1")
+    best = tune.best_per_batch(more, [1])[1]
+    assert (best["variant"], best["num_splits"], best["programmatic_combine"], best["median_us"]) == (bt16, 4, 1, 38.0)

@@ -18,7 +18,7 @@ from build_tools.measurements import CSV_FIELDS, Key, best_per_batch, header, re
 from build_tools.render import write_if_different
 from build_tools.tables import table_path
 from sparse_mla_aot import ops
-from sparse_mla_aot.contract import ArtifactRecord, table_stem
+from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord, table_stem
 from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 from tuning.gpu_timing import InputSets, Shape, capture, replay_times_us, summary
@@ -72,9 +72,11 @@ def contenders(screened: dict[tuple[str, int], float], margin: float = SCREEN_MA
 
 
 def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, replays: int, csv_path: Path,
-            done: dict[Key, dict], log) -> list[dict]:
-    """Screen every (variant, split) per batch, then measure the contenders in full. Appends each row to csv_path
-    as it is measured, so an interrupted tune resumes where it stopped."""
+            done: dict[Key, dict], log, programmatic_combine: bool = False) -> list[dict]:
+    """Screen every (variant, split) per batch, then measure the contenders in full; with programmatic_combine (the
+    target's combine kernel can wait for the split grid), the winner, if it splits, also with its combine kernel as
+    a programmatic dependent launch, and the faster of the two enters the table. Appends each row to csv_path as it
+    is measured, so an interrupted tune resumes where it stopped."""
     if csv_path.exists() and header(csv_path) != list(CSV_FIELDS):
         write_rows(csv_path, list(done.values()))  # an older column order: rewrite before appending
     new_file = not csv_path.exists()
@@ -84,18 +86,19 @@ def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, r
         if new_file:
             writer.writeheader()
 
-        def timed(batch, sets, name, num_splits, stage, count, cut_us=float("inf")):
-            key = (batch, name, num_splits, stage)
+        def timed(batch, sets, name, num_splits, stage, count, cut_us=float("inf"), programmatic=0):
+            key = (batch, name, num_splits, programmatic, stage)
             if key not in done:
-                with forcing(force_spec(records[name].variant, num_splits)):
+                with forcing(force_spec(records[name].variant, num_splits, bool(programmatic))):
                     graph = capture(sets, warmups=1)
                 times = replay_times_us(graph, len(sets), 1)
                 if times[0] <= cut_us:
                     times += replay_times_us(graph, len(sets), count - 1)
                 stats = summary(times)
                 del graph
-                done[key] = {"batch_rows": batch, "variant": name, "num_splits": num_splits, "stage": stage,
-                             **stats, "calls_per_replay": len(sets)}
+                done[key] = {"batch_rows": batch, "variant": name, "num_splits": num_splits,
+                             "programmatic_combine": programmatic, "stage": stage, **stats,
+                             "calls_per_replay": len(sets)}
                 writer.writerow(done[key])
                 f.flush()
             return float(done[key]["median_us"])
@@ -108,16 +111,20 @@ def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, r
             screened = {}
             for p in todo:
                 best = min(screened.values(), default=float("inf"))
-                if (batch, *p, "full") in done:
-                    screened[p] = float(done[(batch, *p, "full")]["median_us"])
+                if (batch, *p, 0, "full") in done:
+                    screened[p] = float(done[(batch, *p, 0, "full")]["median_us"])
                 else:
                     screened[p] = timed(batch, sets, *p, "screen", SCREEN_REPLAYS, cut_us=PROBE_CUT * best)
             finalists = contenders(screened)
-            full = {p: timed(batch, sets, *p, "full", replays) for p in finalists}
-            (name, num_splits), best_us = min(full.items(), key=lambda item: item[1])
-            probed = sum(1 for p in todo if int(done.get((batch, *p, "screen"), {}).get("n", 0)) == 1)
+            full = {(*p, 0): timed(batch, sets, *p, "full", replays) for p in finalists}
+            (name, num_splits, _), best_us = min(full.items(), key=lambda item: item[1])
+            if num_splits > 1 and programmatic_combine:  # the winner's combine kernel as a programmatic launch too
+                full[name, num_splits, 1] = timed(batch, sets, name, num_splits, "full", replays, programmatic=1)
+            (name, num_splits, programmatic), best_us = min(full.items(), key=lambda item: item[1])
+            probed = sum(1 for p in todo if int(done.get((batch, *p, 0, "screen"), {}).get("n", 0)) == 1)
             print(f"{shape.label} batch_rows {batch:>4}: {len(screened)} screened ({probed} cut after one replay), "
-                  f"{len(finalists)} in full; best {name} x{num_splits} {best_us:.1f} us "
+                  f"{len(finalists)} in full; best {name} x{num_splits}{' programmatic' if programmatic else ''} "
+                  f"{best_us:.1f} us "
                   f"({time.monotonic() - started:.0f} s)", file=log, flush=True)
             previous = screened
     return list(done.values())
@@ -171,7 +178,8 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
     done = read_rows(out_dir / f"{stem}.csv")
     resumed = len(done)
     started = time.monotonic()
-    rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", done, log)
+    rows = measure(shape, passing, batches, splits, replays, out_dir / f"{stem}.csv", done, log,
+                   programmatic_combine=ops.catalog().records(target)[COMBINE_NAME].grid_dependency)
     rows = [r for r in rows if r["variant"] in passing and int(r["batch_rows"]) in batches]
     best = best_per_batch(rows, batches)
     table = {

@@ -4,8 +4,9 @@
  *    that need one fail, with a RuntimeError naming libcuda.so.1. Global state: the resolved entry points.
  *  - launch() is the per-call path: a spec (bytes, packed by launch.py once per plan) holds both kernels'
  *    functions, grids and argument buffers with every scalar in place; a call copies the buffers, writes its
- *    pointers into their slots and makes one cuLaunchKernel call per kernel (CU_LAUNCH_PARAM_BUFFER_POINTER;
- *    a spec whose second kernel is all zeros launches the first alone).
+ *    pointers into their slots and makes one cuLaunchKernelEx call per kernel (CU_LAUNCH_PARAM_BUFFER_POINTER;
+ *    a kernel marked programmatic is a programmatic dependent launch of the one before it; a spec whose second
+ *    kernel is all zeros launches the first alone).
  *    Everything is checked before the driver is touched.
  *  - The device's primary context (the CUDA runtime's, so torch's) is made current only when the thread's
  *    differs (one cuCtxGetCurrent otherwise); a context that was current is restored afterwards, so a caller
@@ -32,6 +33,15 @@ typedef struct CUstream_st *CUstream;
 #define CU_LAUNCH_PARAM_END ((void *)0x00)
 #define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+/* cuLaunchKernelEx's attribute and config, laid out as in cuda.h (the value union is 64 bytes). */
+#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+typedef struct { int id; char pad[4]; union { char bytes[64]; int value; } value; } CUlaunchAttribute;
+typedef struct {
+    unsigned int grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    CUstream stream;
+    CUlaunchAttribute *attrs;
+    unsigned int num_attrs;
+} CUlaunchConfig;
 #define DEFAULT_MAX_DYNAMIC_SHARED 49152 /* above this a kernel must opt in */
 
 /* The spec launch.py packs (little-endian, every field 8 bytes, so no padding). */
@@ -40,7 +50,7 @@ typedef struct CUstream_st *CUstream;
 #define MAX_SOURCES 16
 typedef struct { uint64_t offset, source, addend; } pointer_slot; /* args[offset/8] = pointers[source] + addend */
 typedef struct {
-    uint64_t function, grid[3], block_x, shared_bytes, arg_bytes, pointer_count;
+    uint64_t function, grid[3], block_x, shared_bytes, programmatic, arg_bytes, pointer_count;
     pointer_slot pointers[MAX_POINTERS];
     uint64_t args[MAX_ARG_BYTES / 8];
 } kernel_spec;
@@ -54,8 +64,7 @@ static CUresult (*p_cuCtxSetCurrent)(CUcontext);
 static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 static CUresult (*p_cuFuncSetAttribute)(CUfunction, int, int);
-static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                                    unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
+static CUresult (*p_cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
 
 static int g_driver_state; /* 0 not tried, 1 loaded, -1 failed (sticky: the message would not change) */
@@ -73,7 +82,7 @@ static int ensure_driver(void)
             g_driver_state = -1;
         RESOLVE(cuInit) RESOLVE(cuDeviceGet) RESOLVE(cuDevicePrimaryCtxRetain) RESOLVE(cuCtxGetCurrent)
         RESOLVE(cuCtxSetCurrent) RESOLVE(cuModuleLoadData) RESOLVE(cuModuleGetFunction)
-        RESOLVE(cuFuncSetAttribute) RESOLVE(cuLaunchKernel) RESOLVE(cuGetErrorName)
+        RESOLVE(cuFuncSetAttribute) RESOLVE(cuLaunchKernelEx) RESOLVE(cuGetErrorName)
 #undef RESOLVE
         if (g_driver_state < 0) {
             const char *error = dlerror();
@@ -223,7 +232,7 @@ static int check_kernel(const kernel_spec *k, Py_ssize_t sources, int which)
 {
     uint64_t i;
     int ok = k->function != 0 && k->block_x >= 1 && k->block_x <= 1024 && k->shared_bytes <= UINT32_MAX
-             && k->arg_bytes <= MAX_ARG_BYTES && k->pointer_count <= MAX_POINTERS;
+             && k->programmatic <= 1 && k->arg_bytes <= MAX_ARG_BYTES && k->pointer_count <= MAX_POINTERS;
     for (i = 0; ok && i < 3; i++)
         ok = k->grid[i] >= 1 && k->grid[i] <= UINT32_MAX;
     for (i = 0; ok && i < k->pointer_count; i++)
@@ -276,14 +285,16 @@ static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
     for (k = 0; k < kernels && r == CUDA_SUCCESS; k++) {
         const kernel_spec *ks = &spec.kernels[k];
         size_t size = ks->arg_bytes;
-        void *config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffers[k], CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                          CU_LAUNCH_PARAM_END};
-        r = p_cuLaunchKernel((CUfunction)(uintptr_t)ks->function, (unsigned int)ks->grid[0],
-                             (unsigned int)ks->grid[1], (unsigned int)ks->grid[2], (unsigned int)ks->block_x, 1, 1,
-                             (unsigned int)ks->shared_bytes, (CUstream)(uintptr_t)stream, NULL, config);
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffers[k], CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                         CU_LAUNCH_PARAM_END};
+        CUlaunchAttribute programmatic = {CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, {0}, {.value = 1}};
+        CUlaunchConfig config = {(unsigned int)ks->grid[0], (unsigned int)ks->grid[1], (unsigned int)ks->grid[2],
+                                 (unsigned int)ks->block_x, 1, 1, (unsigned int)ks->shared_bytes,
+                                 (CUstream)(uintptr_t)stream, &programmatic, (unsigned int)ks->programmatic};
+        r = p_cuLaunchKernelEx(&config, (CUfunction)(uintptr_t)ks->function, NULL, extra);
     }
     if (r != CUDA_SUCCESS)
-        raise_cu(k == 1 ? "cuLaunchKernel (split kernel)" : "cuLaunchKernel (combine kernel)", r);
+        raise_cu(k == 1 ? "cuLaunchKernelEx (split kernel)" : "cuLaunchKernelEx (combine kernel)", r);
     if (leave_context(previous) < 0 || r != CUDA_SUCCESS)
         return NULL;
     Py_RETURN_NONE;

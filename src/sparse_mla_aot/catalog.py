@@ -18,6 +18,9 @@ class TableRow:
     max_batch_rows: int | None  # None: open-ended last row
     variant: str
     num_splits: int
+    # Launch the combine kernel as a programmatic dependent launch (where it was compiled for one): set by a tune
+    # that measured it faster for this row; absent in a table means no (docs/design.md#programmatic-dependent-launch).
+    programmatic_combine: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,17 @@ class DispatchTable:
         return len(self.rows) - 1
 
 
+def _flag(value) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"programmatic_combine must be true or false; got {value!r}")
+    return value
+
+
 def parse_table(raw: dict, source: str) -> DispatchTable:
     """Tables are reviewed data; a malformed one is an error naming the file and the rule broken."""
     try:
-        rows = tuple(TableRow(r["max_batch_rows"], r["variant"], int(r["num_splits"])) for r in raw["rows"])
+        rows = tuple(TableRow(r["max_batch_rows"], r["variant"], int(r["num_splits"]),
+                              _flag(r.get("programmatic_combine", False))) for r in raw["rows"])
         table = DispatchTable(raw["target"], raw["kv_format"], int(raw["h_q"]), rows, raw["provenance"])
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"dispatch table {source} is malformed: {error!r}") from error

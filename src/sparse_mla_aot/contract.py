@@ -206,7 +206,7 @@ def parse_table_stem(stem: str) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------- artifact records
 
-RECORD_SCHEMA = 3  # bump when a field of ArtifactRecord or Resources changes
+RECORD_SCHEMA = 4  # bump when a field of ArtifactRecord or Resources changes
 STATUSES = ("shipped", "pruned")
 KINDS = ("split", "combine")
 
@@ -265,6 +265,10 @@ class ArtifactRecord:
     params: tuple[Param, ...]  # the kernel's parameters, scratch pointers included
     max_shared_bytes: int  # the target's limit it was checked against
     binary_format: str  # "cubin" | "ptx"
+    # Compiled with grid-dependency control (griddepcontrol, sm_90 and up): a split kernel lets the kernel after it
+    # launch early, a combine kernel waits for the grid before it, so the runtime launches the combine kernel as a
+    # programmatic dependent launch of the split kernel (docs/design.md#programmatic-dependent-launch).
+    grid_dependency: bool
     triton_version: str
     ptxas_version: str
     cache_key: str

@@ -1,6 +1,6 @@
-"""Pick (split variant, num_splits) for a call: a forced variant if one is in force (forcing(), else
-SPARSE_MLA_AOT_FORCE), else the target's table row for batch_rows = b * s_q (docs/design.md#dispatch). Depends on
-shapes only."""
+"""Pick (split variant, num_splits, programmatic combine) for a call: a forced variant if one is in force (forcing(),
+else SPARSE_MLA_AOT_FORCE), else the target's table row for batch_rows = b * s_q (docs/design.md#dispatch). Depends
+on shapes only."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,9 @@ from sparse_mla_aot.contract import VARIANT_FIELDS, Variant, table_stem
 
 FORCED_VARIANT_FIELDS = VARIANT_FIELDS[1:]  # the kv_format comes from the call
 FORCE_FIELDS = (*FORCED_VARIANT_FIELDS, "num_splits")
+# May be left out (0): 1 launches the combine kernel as a programmatic dependent launch where it was compiled for it
+# (docs/design.md#programmatic-dependent-launch).
+OPTIONAL_FORCE_FIELDS = ("programmatic_combine",)
 _FROM_ENVIRONMENT = object()
 _forced: ContextVar[object] = ContextVar("sparse_mla_aot_forced", default=_FROM_ENVIRONMENT)
 
@@ -25,6 +28,7 @@ class Choice:
     table: DispatchTable | None  # None when forced
     row: int
     forced_by: str | None = None
+    programmatic_combine: bool = False
 
     @property
     def why(self) -> str:
@@ -37,9 +41,10 @@ class Choice:
                 f"batch_rows {where}")
 
 
-def force_spec(variant: Variant, num_splits: int) -> str:
-    """The SPARSE_MLA_AOT_FORCE value that pins `variant` at `num_splits`."""
-    return ",".join(f"{f}={getattr(variant, f)}" for f in FORCED_VARIANT_FIELDS) + f",num_splits={num_splits}"
+def force_spec(variant: Variant, num_splits: int, programmatic_combine: bool = False) -> str:
+    """The SPARSE_MLA_AOT_FORCE value that pins `variant` at `num_splits` (and the combine kernel's launch)."""
+    return (",".join(f"{f}={getattr(variant, f)}" for f in FORCED_VARIANT_FIELDS) + f",num_splits={num_splits}"
+            + (",programmatic_combine=1" if programmatic_combine else ""))
 
 
 @contextmanager
@@ -73,12 +78,14 @@ def forced_spec() -> str | None:
 
 
 def parse_force(spec: str) -> dict[str, int]:
-    """'block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=16' -> dict; every field required."""
-    fields = {}
+    """'block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=16' -> dict; every FORCE_FIELDS field required,
+    programmatic_combine (0 or 1) optional."""
+    fields = {"programmatic_combine": 0}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         key, sep, value = part.partition("=")
-        if not sep or key.strip() not in FORCE_FIELDS:
-            raise ValueError(f"{paths.FORCE_ENV}: {part!r} is not field=value with a field among {FORCE_FIELDS}")
+        if not sep or key.strip() not in FORCE_FIELDS + OPTIONAL_FORCE_FIELDS:
+            raise ValueError(f"{paths.FORCE_ENV}: {part!r} is not field=value with a field among "
+                             f"{FORCE_FIELDS + OPTIONAL_FORCE_FIELDS}")
         try:
             fields[key.strip()] = int(value)
         except ValueError:
@@ -89,6 +96,8 @@ def parse_force(spec: str) -> dict[str, int]:
                          f"block_h=16,block_t=16,num_warps=4,num_stages=2,num_splits=8")
     if fields["num_splits"] < 1:
         raise ValueError(f"{paths.FORCE_ENV}: num_splits must be >= 1; got {fields['num_splits']}")
+    if fields["programmatic_combine"] not in (0, 1):
+        raise ValueError(f"{paths.FORCE_ENV}: programmatic_combine must be 0 or 1; got {fields['programmatic_combine']}")
     return fields
 
 
@@ -112,7 +121,7 @@ def forced_choice(catalog: Catalog, target: str, kv_format: str, spec: str) -> C
         near = _neighbours(catalog, target, kv_format, fields)
         raise ValueError(f"{paths.FORCE_ENV}: variant {name} {why}; shipped neighbours: "
                          f"{', '.join(near) or 'none'}")
-    return Choice(name, fields["num_splits"], None, 0, spec)
+    return Choice(name, fields["num_splits"], None, 0, spec, bool(fields["programmatic_combine"]))
 
 
 def choose(catalog: Catalog, target: str, kv_format: str, h_q: int, batch_rows: int) -> Choice:
@@ -122,7 +131,7 @@ def choose(catalog: Catalog, target: str, kv_format: str, h_q: int, batch_rows: 
     table = catalog.table(target, kv_format, h_q)
     i = table.row_for(batch_rows)
     row = table.rows[i]
-    return Choice(row.variant, row.num_splits, table, i)
+    return Choice(row.variant, row.num_splits, table, i, programmatic_combine=row.programmatic_combine)
 
 
 def explain(batch_rows: int, h_q: int, kv_format: str, *, target: str, catalog: Catalog | None = None) -> str:

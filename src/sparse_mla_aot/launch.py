@@ -15,11 +15,11 @@ SCALAR_FORMATS = {"i32": "i", "i64": "q", "fp32": "f"}
 # Triton's global/profile scratch pointers (contract.SCRATCH_PARAMS) are unused (size 0) by these kernels: NULL.
 SCRATCH_POINTERS = len(SCRATCH_PARAMS)
 # _launcher.c's launch_spec, little-endian, every field 8 bytes: the context, then per kernel its function, grid
-# x/y/z, block_x, shared bytes, argument bytes, pointer count, MAX_POINTERS (offset, source, addend) slots and the
-# argument buffer. A second kernel of all zeros (function 0) is none: a one-split plan launches the split kernel
+# x/y/z, block_x, shared bytes, programmatic (1: a programmatic dependent launch of the kernel before it), argument
+# bytes, pointer count, MAX_POINTERS (offset, source, addend) slots and the argument buffer. A second kernel of all zeros (function 0) is none: a one-split plan launches the split kernel
 # alone. The native module reports its size (SPEC_BYTES); DeviceKernels refuses another.
 MAX_ARG_BYTES, MAX_POINTERS = 256, 16
-KERNEL_SPEC = struct.Struct(f"<8Q{3 * MAX_POINTERS}Q{MAX_ARG_BYTES}s")
+KERNEL_SPEC = struct.Struct(f"<9Q{3 * MAX_POINTERS}Q{MAX_ARG_BYTES}s")
 CONTEXT = struct.Struct("<Q")
 SPEC_BYTES = CONTEXT.size + 2 * KERNEL_SPEC.size
 
@@ -40,6 +40,9 @@ class LoadedKernel:
     function: int
     block_x: int
     shared_bytes: int
+    # Compiled with grid-dependency control (its record's grid_dependency): a combine kernel that waits for the
+    # split grid itself, so it may be a programmatic dependent launch (docs/design.md#programmatic-dependent-launch).
+    grid_dependency: bool
     layout: tuple[tuple[str, int], ...]  # per parameter: struct format, byte offset in the argument buffer
     arg_bytes: int
 
@@ -57,9 +60,13 @@ def argument_layout(params: tuple[Param, ...]) -> tuple[tuple[tuple[str, int], .
     return tuple(layout), offset
 
 
-def kernel_spec(kernel: LoadedKernel, grid: tuple[int, int, int], values: tuple) -> bytes:
+def kernel_spec(kernel: LoadedKernel, grid: tuple[int, int, int], values: tuple, programmatic: bool = False) -> bytes:
     """One kernel of a launch spec. values: the arguments in parameter order less the scratch pointers, each a
-    number (packed now) or a Pointer (a slot the launcher fills per call)."""
+    number (packed now) or a Pointer (a slot the launcher fills per call). programmatic: a programmatic dependent
+    launch of the kernel before it, which only a kernel compiled to wait for that grid may be."""
+    if programmatic and not kernel.grid_dependency:
+        raise ValueError(f"kernel {kernel.name} was not compiled with grid-dependency control: it cannot be a "
+                         f"programmatic dependent launch")
     if len(values) + SCRATCH_POINTERS != len(kernel.layout):
         raise ValueError(f"kernel {kernel.name} takes {len(kernel.layout) - SCRATCH_POINTERS} arguments before its "
                          f"scratch pointers; got {len(values)}")
@@ -72,7 +79,8 @@ def kernel_spec(kernel: LoadedKernel, grid: tuple[int, int, int], values: tuple)
     if kernel.arg_bytes > MAX_ARG_BYTES or len(slots) > 3 * MAX_POINTERS:
         raise ValueError(f"kernel {kernel.name}: {kernel.arg_bytes} argument bytes and {len(slots) // 3} pointers; "
                          f"the launcher holds at most {MAX_ARG_BYTES} and {MAX_POINTERS}")
-    return KERNEL_SPEC.pack(kernel.function, *grid, kernel.block_x, kernel.shared_bytes, kernel.arg_bytes,
+    return KERNEL_SPEC.pack(kernel.function, *grid, kernel.block_x, kernel.shared_bytes,
+                            int(programmatic), kernel.arg_bytes,
                             len(slots) // 3, *slots, *[0] * (3 * MAX_POINTERS - len(slots)), bytes(args))
 
 
@@ -119,6 +127,7 @@ class DeviceKernels:
                 self.kernels[name] = LoadedKernel(name, variant.block_h if variant else 0,
                                                   variant.block_t if variant else 0, function,
                                                   32 * record.num_warps, shared_bytes,
+                                                  record.grid_dependency,
                                                   *argument_layout(record.params))
 
     def load_tables(self) -> None:
@@ -129,9 +138,13 @@ class DeviceKernels:
         self.load(sorted(names))
 
     def launch_spec(self, split: LoadedKernel, split_grid: tuple[int, int, int], split_values: tuple,
-                    combine: tuple[tuple[int, int, int], tuple] | None) -> bytes:
+                    combine: tuple[tuple[int, int, int], tuple] | None, programmatic_combine: bool = False) -> bytes:
         """The bytes launcher.launch takes: this device's context, the split kernel, then the combine kernel
-        (grid, values), or for None an empty slot (function 0), which the launcher skips."""
+        (grid, values), or for None an empty slot (function 0), which the launcher skips. programmatic_combine
+        (a table row's choice) takes effect where the combine kernel was compiled for it, and is ignored elsewhere
+        (the sm89 proxy)."""
+        combine_kernel = self.kernels[COMBINE_NAME]
         combine_spec = (bytes(KERNEL_SPEC.size) if combine is None
-                        else kernel_spec(self.kernels[COMBINE_NAME], *combine))
+                        else kernel_spec(combine_kernel, *combine,
+                                         programmatic=programmatic_combine and combine_kernel.grid_dependency))
         return CONTEXT.pack(self.context) + kernel_spec(split, split_grid, split_values) + combine_spec

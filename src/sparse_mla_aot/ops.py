@@ -128,7 +128,7 @@ def _plan_call(q, k_cache, indices, softmax_scale, **options) -> plan_cache.Cach
         kernels.load([choice.variant])
         split = kernels.kernels[choice.variant]
     plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
-    return plan_cache.build(call, plan, kernels, split, device)
+    return plan_cache.build(call, plan, kernels, split, device, choice.programmatic_combine)
 
 
 def explain(batch: int, s_q: int, h_q: int, kv_format: str, *, target: str | None = None) -> str:

@@ -61,8 +61,8 @@ def signature(tensors: tuple, softmax_scale, kv_format, out, lse, force) -> tupl
             type(kv_format), kv_format, force)
 
 
-def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: LoadedKernel,
-          device: torch.device) -> CachedPlan:
+def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: LoadedKernel, device: torch.device,
+          programmatic_combine: bool = False) -> CachedPlan:
     """The plan of a validated call: its arguments with each tensor replaced by its pointer source."""
     sources = {name: Pointer(i) for i, name in enumerate(TENSOR_SOURCES) if getattr(call, name) is not None}
     symbolic = dataclasses.replace(call, **sources)
@@ -74,6 +74,6 @@ def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: Loa
     if plan.combine_grid is not None:
         combine = plan.combine_grid, combine_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT),
                                                        Pointer(LSE), pointer=as_is)
-    spec = kernels.launch_spec(split, plan.split_grid, split_values, combine)
+    spec = kernels.launch_spec(split, plan.split_grid, split_values, combine, programmatic_combine)
     return CachedPlan(spec, kernels.launcher.launch, device, device.index, total,
                       (call.batch, call.s_q, call.h_q, D_V), (call.batch, call.s_q, call.h_q))

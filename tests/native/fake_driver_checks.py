@@ -19,6 +19,7 @@ STREAM = 0x5000
 class Record(ctypes.Structure):
     _fields_ = [("function", ctypes.c_size_t), ("context", ctypes.c_size_t), ("stream", ctypes.c_size_t),
                 ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("programmatic", ctypes.c_uint),
                 ("arg_bytes", ctypes.c_size_t), ("args", ctypes.c_ubyte * 256)]
 
 
@@ -36,14 +37,14 @@ def _load(launcher_so: str, fake_so: str):
 
 def _kernels(launcher, context: int):
     """The real split and combine kernels' layouts, loaded through the launcher (the stand-in hands out
-    functions)."""
+    functions); the combine kernel compiled with grid-dependency control."""
     from sparse_mla_aot.contract import COMBINE_PARAMS, SCRATCH_PARAMS, SPLIT_PARAMS
     from sparse_mla_aot.launch import LoadedKernel, argument_layout
 
     kernels = []
     for name, params, shared in (("split", SPLIT_PARAMS, 60_000), ("combine", COMBINE_PARAMS, 0)):
         function = launcher.load_function(context, b"\x7fELF fake cubin", f"{name}_kernel", shared)
-        kernels.append((LoadedKernel(name, 16, 16, function, 128, shared,
+        kernels.append((LoadedKernel(name, 16, 16, function, 128, shared, name == "combine",
                                      *argument_layout((*params, *SCRATCH_PARAMS))), params))
     return kernels
 
@@ -58,14 +59,16 @@ def _values(params, base: int) -> tuple:
 
 def argument_buffers(launcher, fake) -> None:
     """Both kernels launch once each, in order, with each argument at its layout offset: pointers filled from
-    this call's pointer arguments (plus their addends), scalars as packed, scratch pointers NULL."""
+    this call's pointer arguments (plus their addends), scalars as packed, scratch pointers NULL; the split kernel
+    as an ordinary launch, the combine kernel as a programmatic dependent launch (the PDL attribute, value 1)."""
     from sparse_mla_aot.launch import CONTEXT, Pointer, kernel_spec
 
     context = launcher.primary_context(0)
     kernels = _kernels(launcher, context)
     grids = ((3, 2, 7), (3, 16, 1))
     spec = CONTEXT.pack(context) + b"".join(
-        kernel_spec(k, grid, _values(params, 100 * n)) for n, ((k, params), grid) in enumerate(zip(kernels, grids)))
+        kernel_spec(k, grid, _values(params, 100 * n), programmatic=n == 1)
+        for n, ((k, params), grid) in enumerate(zip(kernels, grids)))
     pointers = (0x10_0000, 0x20_0000, 0x30_0000, 0x40_0000)
     launcher.launch(spec, STREAM, *pointers)
     assert fake.fake_launches() == 2
@@ -74,6 +77,7 @@ def argument_buffers(launcher, fake) -> None:
         assert (record.function, record.context, record.stream) == (kernel.function, DEVICE0, STREAM)
         assert (tuple(record.grid), tuple(record.block), record.shared) == (grid, (128, 1, 1), kernel.shared_bytes)
         assert record.arg_bytes == kernel.arg_bytes
+        assert record.programmatic == (kernel.name == "combine")
         args = bytes(record.args[:record.arg_bytes])
         for value, (fmt, offset), param in zip((*_values(params, 100 * n), 0, 0), kernel.layout,
                                                (*params, None, None)):
@@ -95,6 +99,21 @@ def one_split_launches_the_split_kernel_alone(launcher, fake) -> None:
     assert fake.fake_launches() == 1
     record = fake.fake_record(0).contents
     assert (record.function, tuple(record.grid), record.arg_bytes) == (split.function, (5, 1, 1), split.arg_bytes)
+
+
+def an_ordinary_combine_launch_has_no_attribute(launcher, fake) -> None:
+    """A combine kernel not marked programmatic (a table row that measured it slower, or the sm89 proxy's PTX,
+    which cannot wait through griddepcontrol) is launched without the PDL attribute: stream order alone keeps it
+    after the split kernel."""
+    from sparse_mla_aot.launch import CONTEXT, kernel_spec
+
+    context = launcher.primary_context(0)
+    (split, split_params), (combine, combine_params) = _kernels(launcher, context)
+    spec = (CONTEXT.pack(context) + kernel_spec(split, (5, 1, 1), _values(split_params, 0))
+            + kernel_spec(combine, (1, 16, 1), _values(combine_params, 0)))
+    launcher.launch(spec, STREAM, 1, 2, 3, 4)
+    assert fake.fake_launches() == 2
+    assert [fake.fake_record(n).contents.programmatic for n in range(2)] == [0, 0]
 
 
 def context_switches(launcher, fake) -> None:
@@ -138,7 +157,7 @@ def errors_restore_the_callers_context(launcher, fake) -> None:
     fake.fake_set_current(DEVICE1)
     fake.fake_fail_launch(1)
     _raises(lambda: launcher.launch(spec, STREAM, 1, 2, 3, 4),
-            "cuLaunchKernel (split kernel) failed: CUDA_ERROR_INVALID_VALUE [CUresult 1]")
+            "cuLaunchKernelEx (split kernel) failed: CUDA_ERROR_INVALID_VALUE [CUresult 1]")
     assert fake.fake_current() == DEVICE1 and fake.fake_launches() == 0
     fake.fake_fail_launch(0)
     _raises(lambda: launcher.load_function(context, b"ptx\0", "missing", 0),
@@ -159,7 +178,8 @@ def _raises(fn, message: str) -> None:
         raise AssertionError(f"no error; expected {message!r}")
 
 
-CHECKS = {f.__name__: f for f in (argument_buffers, one_split_launches_the_split_kernel_alone, context_switches,
+CHECKS = {f.__name__: f for f in (argument_buffers, one_split_launches_the_split_kernel_alone,
+                                   an_ordinary_combine_launch_has_no_attribute, context_switches,
                                    errors_restore_the_callers_context)}
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ typedef int CUresult;
 
 typedef struct {
     uintptr_t function, context, stream;
-    unsigned int grid[3], block[3], shared;
+    unsigned int grid[3], block[3], shared, programmatic; /* programmatic: the PDL attribute's value, else 0 */
     size_t arg_bytes;
     unsigned char args[256];
 } launch_record;
@@ -48,16 +48,28 @@ CUresult cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name)
     return 0;
 }
 CUresult cuFuncSetAttribute(uintptr_t fn, int attr, int value) { (void)fn; (void)attr; return value > 232448; }
-CUresult cuLaunchKernel(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shared, uintptr_t stream, void **params, void **extra)
+typedef struct { int id; char pad[4]; union { char bytes[64]; int value; } value; } attribute; /* cuda.h's */
+typedef struct {
+    unsigned int grid[3], block[3], shared;
+    uintptr_t stream;
+    attribute *attrs;
+    unsigned int num_attrs;
+} launch_config;
+
+CUresult cuLaunchKernelEx(const launch_config *c, uintptr_t fn, void **params, void **extra)
 {
     launch_record *r = &records[launches % 8];
+    unsigned int i;
     if (params != NULL || extra == NULL || extra[0] != (void *)1 || extra[2] != (void *)2 || extra[4] != NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (fail_launch) return CUDA_ERROR_INVALID_VALUE;
-    r->function = fn; r->context = current; r->stream = stream;
-    r->grid[0] = gx; r->grid[1] = gy; r->grid[2] = gz; r->block[0] = bx; r->block[1] = by; r->block[2] = bz;
-    r->shared = shared;
+    r->function = fn; r->context = current; r->stream = c->stream; r->shared = c->shared; r->programmatic = 0;
+    memcpy(r->grid, c->grid, sizeof(r->grid));
+    memcpy(r->block, c->block, sizeof(r->block));
+    for (i = 0; i < c->num_attrs; i++) {
+        if (c->attrs[i].id != 6) return CUDA_ERROR_INVALID_VALUE; /* the only one the launcher sets: PDL */
+        r->programmatic = (unsigned int)c->attrs[i].value.value;
+    }
     r->arg_bytes = *(size_t *)extra[3];
     memcpy(r->args, extra[1], r->arg_bytes);
     launches++;
