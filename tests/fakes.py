@@ -17,8 +17,8 @@ def fake_record(name: str, status: str = "shipped", *, target: str = "sm90", rea
     fields = dict(name=name, kind="combine" if combine else "split", target=target, kernel_name=f"{name}_kernel",
                   num_warps=num_warps, num_stages=num_stages,
                   params=(*(COMBINE_PARAMS if combine else SPLIT_PARAMS), *SCRATCH_PARAMS), max_shared_bytes=232448,
-                  binary_format="cubin", grid_dependency=True, triton_version=triton_version, ptxas_version="13.4", cache_key="0" * 64,
-                  source=f"src/{name}.py", binary=f"{name}.cubin", sha256="0" * 64, resources=resources, warnings=(),
+                  binary_format="cubin", grid_dependency=True, triton_version=triton_version, ptxas_version="13.4",
+                  cache_key="0" * 64, source=f"src/{name}.py", binary=f"{name}.cubin", sha256="0" * 64, resources=resources, warnings=(),
                   compile_seconds=1.0)
     if status == "shipped":
         return ArtifactRecord.shipped(**fields)

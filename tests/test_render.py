@@ -82,8 +82,8 @@ def test_dot_dtype_is_a_render_parameter():
 
 def test_grid_dependency_control_is_rendered_only_where_asked():
     """The split kernel lets the combine kernel launch from its first statement (when there is one); the combine
-    kernel waits for the split grid before its first load. Neither is there by default (the interpreter and the sm89 proxy have no
-    griddepcontrol)."""
+    kernel waits for the split grid before its first load. Neither is there by default (the interpreter and the
+    sm89 proxy have no griddepcontrol)."""
     split, combine = render.render_split(BASE, grid_dependency=True).source, render.render_combine(True).source
     assert split.index("tl.extra.cuda.gdc_launch_dependents()") < split.index("program = tl.program_id(0)")
     assert split.index("if num_splits > 1:") < split.index("tl.extra.cuda.gdc_launch_dependents()")

@@ -97,7 +97,8 @@ def parse_force(spec: str) -> dict[str, int]:
     if fields["num_splits"] < 1:
         raise ValueError(f"{paths.FORCE_ENV}: num_splits must be >= 1; got {fields['num_splits']}")
     if fields["programmatic_combine"] not in (0, 1):
-        raise ValueError(f"{paths.FORCE_ENV}: programmatic_combine must be 0 or 1; got {fields['programmatic_combine']}")
+        raise ValueError(f"{paths.FORCE_ENV}: programmatic_combine must be 0 or 1; "
+                         f"got {fields['programmatic_combine']}")
     return fields
 
 

@@ -16,8 +16,9 @@ SCALAR_FORMATS = {"i32": "i", "i64": "q", "fp32": "f"}
 SCRATCH_POINTERS = len(SCRATCH_PARAMS)
 # _launcher.c's launch_spec, little-endian, every field 8 bytes: the context, then per kernel its function, grid
 # x/y/z, block_x, shared bytes, programmatic (1: a programmatic dependent launch of the kernel before it), argument
-# bytes, pointer count, MAX_POINTERS (offset, source, addend) slots and the argument buffer. A second kernel of all zeros (function 0) is none: a one-split plan launches the split kernel
-# alone. The native module reports its size (SPEC_BYTES); DeviceKernels refuses another.
+# bytes, pointer count, MAX_POINTERS (offset, source, addend) slots and the argument buffer. A second kernel of all
+# zeros (function 0) is none: a one-split plan launches the split kernel alone. The native module reports its size
+# (SPEC_BYTES); DeviceKernels refuses another.
 MAX_ARG_BYTES, MAX_POINTERS = 256, 16
 KERNEL_SPEC = struct.Struct(f"<9Q{3 * MAX_POINTERS}Q{MAX_ARG_BYTES}s")
 CONTEXT = struct.Struct("<Q")
