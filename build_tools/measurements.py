@@ -8,8 +8,8 @@ from pathlib import Path
 
 from build_tools.render import write_atomic
 
-CSV_FIELDS = ("batch_rows", "variant", "num_splits", "programmatic_combine", "stage", "median_us", "p10_us", "p90_us",
-              "n", "calls_per_replay")
+CSV_FIELDS = ("batch_rows", "variant", "num_splits", "programmatic_combine", "stage", "median_us", "p10_us",
+              "p90_us", "n", "calls_per_replay")
 Key = tuple[int, str, int, int, str]  # (batch_rows, variant, num_splits, programmatic_combine 0/1, stage)
 
 
@@ -51,7 +51,7 @@ def table_rows(best: dict[int, dict]) -> list[dict]:
     rows: list[dict] = []
     for batch in sorted(best):
         choice = (best[batch]["variant"], int(best[batch]["num_splits"]),
-                  bool(int(best[batch].get("programmatic_combine") or 0)))
+                  bool(int(best[batch]["programmatic_combine"])))
         if rows and (rows[-1]["variant"], rows[-1]["num_splits"], rows[-1]["programmatic_combine"]) == choice:
             rows[-1]["max_batch_rows"] = batch
         else:

@@ -18,8 +18,8 @@ def fake_record(name: str, status: str = "shipped", *, target: str = "sm90", rea
                   num_warps=num_warps, num_stages=num_stages,
                   params=(*(COMBINE_PARAMS if combine else SPLIT_PARAMS), *SCRATCH_PARAMS), max_shared_bytes=232448,
                   binary_format="cubin", grid_dependency=True, triton_version=triton_version, ptxas_version="13.4",
-                  cache_key="0" * 64, source=f"src/{name}.py", binary=f"{name}.cubin", sha256="0" * 64, resources=resources, warnings=(),
-                  compile_seconds=1.0)
+                  cache_key="0" * 64, source=f"src/{name}.py", binary=f"{name}.cubin", sha256="0" * 64,
+                  resources=resources, warnings=(), compile_seconds=1.0)
     if status == "shipped":
         return ArtifactRecord.shipped(**fields)
     return ArtifactRecord.pruned(reason, **fields)

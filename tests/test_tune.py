@@ -14,8 +14,9 @@ from tuning.ab import parse_side, verdict
 
 def _best(choices):
     """batch -> (variant, splits[, programmatic combine]) as best_per_batch returns them (CSV strings)."""
-    return {b: {"variant": c[0], "num_splits": str(c[1]), "programmatic_combine": str(int(c[2] if len(c) > 2 else 0)),
-                "median_us": "1"} for b, c in choices.items()}
+    return {b: {"variant": c[0], "num_splits": str(c[1]),
+                "programmatic_combine": str(int(c[2] if len(c) > 2 else 0)), "median_us": "1"}
+            for b, c in choices.items()}
 
 
 def test_table_rows_merge_equal_neighbours_and_leave_the_last_row_open():
@@ -129,8 +130,8 @@ def _record(name, stack, status="shipped"):
 
 
 def _measured(batch, variant, splits, median, stage="full"):
-    return {"batch_rows": str(batch), "variant": variant, "num_splits": str(splits), "stage": stage,
-            "median_us": str(median)}
+    return {"batch_rows": str(batch), "variant": variant, "num_splits": str(splits), "programmatic_combine": "0",
+            "stage": stage, "median_us": str(median)}
 
 
 def test_proxy_derived_table_prefers_a_near_tie_that_spills_less_and_scales_splits():
