@@ -1,16 +1,12 @@
-/* sparse_mla_aot._launcher: the runtime's only CUDA driver calls.
- *  - Python limited API (abi3, >= 3.10): one binary for every CPython 3.10+.
- *  - libcuda.so.1 is dlopen()ed on first use, never linked: importing works without a driver, and only calls
- *    that need one fail, with a RuntimeError naming libcuda.so.1. Global state: the resolved entry points.
- *  - launch() is the per-call path: a spec (bytes, packed by launch.py once per plan) holds both kernels'
- *    functions, grids and argument buffers with every scalar in place; a call copies the buffers, writes its
- *    pointers into their slots and makes one cuLaunchKernelEx call per kernel (CU_LAUNCH_PARAM_BUFFER_POINTER;
- *    a kernel marked programmatic is a programmatic dependent launch of the one before it; a spec whose second
- *    kernel is all zeros launches the first alone).
- *    Everything is checked before the driver is touched.
- *  - The device's primary context (the CUDA runtime's, so torch's) is made current only when the thread's
- *    differs (one cuCtxGetCurrent otherwise); a context that was current is restored afterwards, so a caller
- *    that switched devices still launches on the tensors' device and keeps its own. */
+/* sparse_mla_aot._launcher: the runtime's only CUDA driver calls. Python limited API (abi3, >= 3.10).
+ *  - libcuda.so.1 is dlopen()ed on first use, never linked: importing works without a driver; calls that need one
+ *    fail with a RuntimeError naming it. Global state: the resolved entry points.
+ *  - launch() is the per-call path. A spec (packed by launch.py once per plan) holds both kernels' functions, grids
+ *    and argument buffers with every scalar in place; a call writes its pointers into the buffers' slots and makes
+ *    one cuLaunchKernelEx per kernel (a kernel marked programmatic is a programmatic dependent launch of the one
+ *    before it; an all-zero second kernel is none). Everything is checked before the driver is touched.
+ *  - The device's primary context (the CUDA runtime's, so torch's) is made current only when the thread's differs
+ *    (one cuCtxGetCurrent otherwise), and the caller's is restored afterwards. */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030A0000
 #endif
@@ -38,9 +34,7 @@ typedef struct CUstream_st *CUstream;
 typedef struct { int id; char pad[4]; union { char bytes[64]; int value; } value; } CUlaunchAttribute;
 typedef struct {
     unsigned int grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
-    CUstream stream;
-    CUlaunchAttribute *attrs;
-    unsigned int num_attrs;
+    CUstream stream; CUlaunchAttribute *attrs; unsigned int num_attrs;
 } CUlaunchConfig;
 #define DEFAULT_MAX_DYNAMIC_SHARED 49152 /* above this a kernel must opt in */
 
@@ -306,11 +300,9 @@ static PyMethodDef launcher_methods[] = {
     {"primary_context", FASTCALL(py_primary_context), METH_FASTCALL,
      "primary_context(device: int) -> int: the device's primary CUDA context (retained)."},
     {"load_function", FASTCALL(py_load_function), METH_FASTCALL,
-     "load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: load a cubin or "
-     "NUL-terminated PTX and return the kernel's CUfunction."},
+     "load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: a CUfunction."},
     {"launch", FASTCALL(py_launch), METH_FASTCALL,
-     "launch(spec: bytes, stream: int, *pointers: int) -> None: the spec's kernels (split, then combine unless "
-     "its slot is empty) on the stream, with the pointers written into their argument buffers."},
+     "launch(spec: bytes, stream: int, *pointers: int) -> None: the spec's kernels on the stream."},
     {NULL, NULL, 0, NULL}};
 
 static int launcher_exec(PyObject *module)
