@@ -39,7 +39,7 @@ def toolchain(target: Target) -> dict:
         "triton": triton_version(),
         "ptxas": ptxas_version(target.triton_arch),
         "options": {**COMPILE_OPTIONS, "num_stages": TRITON_NUM_STAGES, **target.compile_options},
-        "ptxas_flags": list(PTXAS_FLAGS),
+        "ptxas_flags": [*PTXAS_FLAGS, *target.ptxas_options],
         "target": [target.triton_arch, target.cubin_arch, target.binary, target.max_shared_bytes],
     }
 

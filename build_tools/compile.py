@@ -23,10 +23,11 @@ COMPILE_OPTIONS = {"enable_fp_fusion": True}
 # Triton's pipeliner on the tile loop itself, `tl.range(..., num_stages=3)`); the compile-wide option stays at one
 # stage, so no other loop is pipelined (docs/design.md#performance).
 TRITON_NUM_STAGES = 1
-# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (and --fmad=false without fp fusion:
-# ptxas_flags; the last flag works around a ptxas 13.x bug); -suppress-debug-info drops the line tables and the two copies of the PTX
-# text that -lineinfo embeds (about 2/3 of a cubin, holding the build directory's path) and changes no instruction.
-PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v", "--regAllocOptLevel=2")
+# Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (and --fmad=false without fp fusion);
+# ours runs the first two, then the target's ptxas_options (Triton's --regAllocOptLevel=2 unless targets.toml says
+# otherwise: ptxas_flags). -suppress-debug-info drops the line tables and the two copies of the PTX text that
+# -lineinfo embeds (about 2/3 of a cubin, holding the build directory's path) and changes no instruction.
+PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v")
 PTX_TARGET_LINE = re.compile(r"^\.target sm_\w+", flags=re.MULTILINE)
 
 
@@ -74,10 +75,10 @@ def load_jit_function(source_path: Path, kernel_name: str):
     return getattr(module, kernel_name)
 
 
-def ptxas_flags(enable_fp_fusion: bool) -> tuple[str, ...]:
-    """PTXAS_FLAGS, plus --fmad=false where Triton's make_cubin adds it (a target's compile_options may turn fp
-    fusion off)."""
-    return PTXAS_FLAGS if enable_fp_fusion else (*PTXAS_FLAGS, "--fmad=false")
+def ptxas_flags(ptxas_options: tuple[str, ...], enable_fp_fusion: bool) -> tuple[str, ...]:
+    """PTXAS_FLAGS and a target's ptxas_options, plus --fmad=false where Triton's make_cubin adds it (a target's
+    compile_options may turn fp fusion off)."""
+    return (*PTXAS_FLAGS, *ptxas_options, *(() if enable_fp_fusion else ("--fmad=false",)))
 
 
 def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> bytes:
@@ -101,14 +102,16 @@ class AssembleStage:
     for the hook's cache key, so a cubin cached by Triton's own stage is never taken for ours."""
 
     cubin_arch: str
+    ptxas_options: tuple[str, ...]
 
     def __call__(self, backend=None, stages=None, options=None, language=None, capability=None):
         if backend is None:
-            key = f"sparse_mla_aot.assemble:{self.cubin_arch}:{' '.join(PTXAS_FLAGS)}"
+            key = f"sparse_mla_aot.assemble:{self.cubin_arch}:{' '.join((*PTXAS_FLAGS, *self.ptxas_options))}"
             return key, key
         from triton.backends.nvidia.compiler import get_ptxas
 
-        ptxas, flags = get_ptxas(backend.target.arch).path, ptxas_flags(options.enable_fp_fusion)
+        ptxas = get_ptxas(backend.target.arch).path
+        flags = ptxas_flags(self.ptxas_options, options.enable_fp_fusion)
         stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas, flags)
 
 
@@ -123,7 +126,7 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     fn = load_jit_function(source_path, rendered.kernel_name)
     source = ASTSource(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
     with knobs.runtime.scope():
-        knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch)
+        knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch, target.ptxas_options)
         compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
                                   options=compile_options(target, num_warps))
     cubin = compiled.asm["cubin"]

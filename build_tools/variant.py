@@ -16,6 +16,9 @@ MIN_MMA_ROWS = 16
 # through local memory). Q, P, the tile and its addresses need the rest of the 255 (docs/design.md#performance).
 MAX_ACCUMULATOR_REGISTERS = 128
 GRID_DEPENDENCY_MIN_ARCH = 90  # griddepcontrol (programmatic dependent launch) is sm_90 and later PTX
+# The option Triton 3.9's own cubin stage adds to every ptxas run ("to work around ptxas 13.x bug"): a target that
+# does not state ptxas_options gets it, so its binaries are Triton's.
+TRITON_PTXAS_OPTIONS = ("--regAllocOptLevel=2",)
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class Target:
     # Triton options for every kernel of the target (e.g. maxnreg: ptxas 13.x caps sm_120a at 128 registers
     # unless the PTX carries .maxnreg); part of every artifact's cache key.
     compile_options: dict = field(default_factory=dict)
+    # ptxas options after the fixed ones (build_tools.compile.PTXAS_FLAGS); part of every artifact's cache key.
+    ptxas_options: tuple[str, ...] = TRITON_PTXAS_OPTIONS
 
     @property
     def grid_dependency(self) -> bool:
@@ -47,7 +52,7 @@ class Target:
 
 
 # What a target with `binaries = "<other>"` takes from the other target instead of restating it.
-BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary", "compile_options")
+BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary", "compile_options", "ptxas_options")
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
@@ -69,7 +74,12 @@ def _target(name: str, raw: dict, path: Path) -> Target:
                              "remove them")
         fields.update({key: raw[source][key] for key in BINARY_FIELDS if key in raw[source]})
     capability = fields.pop("capability", None)
-    return Target(name=name, capability=tuple(capability) if capability else None, **fields)
+    options = fields.pop("ptxas_options", TRITON_PTXAS_OPTIONS)
+    if not isinstance(options, (list, tuple)) or not all(isinstance(o, str) and o.startswith("-") for o in options):
+        raise ValueError(f"{path}: [{name}] ptxas_options must be a list of ptxas options such as "
+                         f'["--regAllocOptLevel=2"]; got {options!r}')
+    return Target(name=name, capability=tuple(capability) if capability else None, ptxas_options=tuple(options),
+                  **fields)
 
 
 def get_target(name: str) -> Target:

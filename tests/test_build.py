@@ -17,11 +17,12 @@ import pytest
 
 from build_tools import artifact, paths
 from build_tools.build import build_target
+from build_tools.compile import PTXAS_FLAGS
 from build_tools.cubin_inspect import cuobjdump_path
 from build_tools.package import size_lines, stage
 from build_tools.report import read_report
 from build_tools.selection import decide
-from build_tools.variant import get_target, load_grid, load_targets
+from build_tools.variant import TRITON_PTXAS_OPTIONS, get_target, load_grid, load_targets
 from sparse_mla_aot import plan
 from sparse_mla_aot.catalog import Catalog
 from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord, Resources
@@ -107,6 +108,21 @@ def test_sm121_runs_sm120s_family_binaries():
     assert targets["sm121"].binaries == "sm120" and targets["sm120"].cubin_arch == "sm_120f"
     assert targets["sm121"].cubin_arch == "sm_120f"
     assert targets["sm121"].max_shared_bytes == targets["sm120"].max_shared_bytes
+
+
+def test_ptxas_options_default_to_tritons_are_inherited_with_the_binaries_and_enter_the_toolchain(tmp_path):
+    targets = load_targets()
+    assert targets["sm90"].ptxas_options == ()
+    assert targets["sm120"].ptxas_options == targets["sm121"].ptxas_options == TRITON_PTXAS_OPTIONS
+    assert artifact.toolchain(targets["sm90"])["ptxas_flags"] == list(PTXAS_FLAGS)
+    assert artifact.toolchain(targets["sm120"])["ptxas_flags"] == [*PTXAS_FLAGS, *TRITON_PTXAS_OPTIONS]
+    base = 'triton_arch = 90\ncubin_arch = "sm_90a"\nmax_shared_bytes = 1\nbinary = "cubin"\ndefault = true\n'
+    base += 'sm_count = 1\nnote = ""\n'
+    for bad in ('"-O3"', '["O3"]', "[3]"):
+        path = tmp_path / "targets.toml"
+        path.write_text(f"[t]\n{base}ptxas_options = {bad}\n")
+        with pytest.raises(ValueError, match=r"\[t\] ptxas_options must be a list of ptxas options"):
+            load_targets(path)
 
 
 def test_shipped_sm120_binaries_are_sm_120f_elves_without_debug_sections(sm120_build):
@@ -303,18 +319,21 @@ def test_loop_statistics_count_only_instructions_inside_backward_branches():
 
 
 SAME_SASS = r"""
-import json, re, subprocess, sys
+import dataclasses, json, re, subprocess, sys
 from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from build_tools.compile import compile_kernel, compile_options, divisibility_attrs, load_jit_function, signature
+from build_tools.compile import PTXAS_FLAGS
 from build_tools.cubin_inspect import cuobjdump_path
 from build_tools.render import render_split
-from build_tools.variant import get_target
+from build_tools.variant import TRITON_PTXAS_OPTIONS, get_target
 from sparse_mla_aot.contract import Variant
 
-target, variant = get_target(sys.argv[1]), Variant("v32", 16, 16, 4, 1)
+# Triton's own cubin stage always passes its --regAllocOptLevel=2: compare with the target given that option.
+target = dataclasses.replace(get_target(sys.argv[1]), ptxas_options=TRITON_PTXAS_OPTIONS)
+variant = Variant("v32", 16, 16, 4, 1)
 rendered = render_split(variant)
 source = Path(sys.argv[2]) / f"{variant.name}.py"
 source.write_text(rendered.source)
@@ -337,8 +356,8 @@ print(json.dumps({"ours": instructions(ours), "tritons": instructions(tritons), 
 
 @pytest.mark.parametrize("target_name", ["sm120", "sm90"])
 def test_our_cubin_stage_gives_tritons_instructions_without_its_debug_sections(target_name, tmp_path):
-    """The ptxas flags in build_tools/compile.py mirror Triton's own cubin stage: the same SASS (for sm120 from
-    sm_120f instead of Triton's sm_120a), a cubin less than half the size."""
+    """The ptxas flags in build_tools/compile.py, with Triton's ptxas option, mirror Triton's own cubin stage: the
+    same SASS (for sm120 from sm_120f instead of Triton's sm_120a), a cubin less than half the size."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
     env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT), str(paths.ROOT / "src")])
     result = subprocess.run([sys.executable, "-c", SAME_SASS, target_name, str(tmp_path)], capture_output=True,
@@ -349,9 +368,10 @@ def test_our_cubin_stage_gives_tritons_instructions_without_its_debug_sections(t
     assert ours < tritons / 2
 
 
-def test_our_cubin_stage_turns_fmad_off_where_tritons_does(monkeypatch):
-    """Triton's make_cubin adds --fmad=false when enable_fp_fusion is off; ours must too (a target's compile_options
-    may set it)."""
+def test_our_cubin_stage_passes_the_targets_ptxas_options_and_turns_fmad_off_where_tritons_does(monkeypatch):
+    """ptxas gets the fixed flags, then the target's ptxas_options; Triton's make_cubin adds --fmad=false when
+    enable_fp_fusion is off, and ours must too (a target's compile_options may set it). The options are in the
+    stage's cache key, so a Triton-cached cubin of other options is never taken."""
     from types import SimpleNamespace
 
     from build_tools import compile as compile_stage
@@ -359,8 +379,13 @@ def test_our_cubin_stage_turns_fmad_off_where_tritons_does(monkeypatch):
     calls = []
     monkeypatch.setattr(compile_stage, "assemble", lambda ptx, arch, ptxas, flags: calls.append(flags))
     backend = SimpleNamespace(target=SimpleNamespace(arch=120))
-    for fusion in (True, False):
-        stages = {}
-        compile_stage.AssembleStage("sm_120f")(backend, stages, SimpleNamespace(enable_fp_fusion=fusion), None, 120)
-        stages["cubin"]("ptx", {})
-    assert calls == [compile_stage.PTXAS_FLAGS, (*compile_stage.PTXAS_FLAGS, "--fmad=false")]
+    for options in ((), ("--regAllocOptLevel=2",)):
+        for fusion in (True, False):
+            stages = {}
+            stage = compile_stage.AssembleStage("sm_120f", options)
+            stage(backend, stages, SimpleNamespace(enable_fp_fusion=fusion), None, 120)
+            stages["cubin"]("ptx", {})
+    fixed = compile_stage.PTXAS_FLAGS
+    assert calls == [fixed, (*fixed, "--fmad=false"), (*fixed, "--regAllocOptLevel=2"),
+                     (*fixed, "--regAllocOptLevel=2", "--fmad=false")]
+    assert compile_stage.AssembleStage("sm_90a", ())()[0] != compile_stage.AssembleStage("sm_90a", ("-O3",))()[0]
