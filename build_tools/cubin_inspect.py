@@ -20,6 +20,7 @@ BRANCH_TARGET = re.compile(r"\bBRA(?:\.[A-Z0-9_]+)*\s+(?:!?U?P[T0-9]+,\s*)?0x([0
 SPILL_STORE = re.compile(r"\bSTL\b")
 SPILL_LOAD = re.compile(r"\bLDL\b")
 GLOBAL_LOAD = re.compile(r"\bLDG(?:STS)?\b")
+BARRIER = re.compile(r"\bBAR\.SYNC\b")  # not MEMBAR or WARPGROUP.DEPBAR
 
 
 def cuobjdump_path() -> Path:
@@ -44,6 +45,17 @@ def loop_instructions(sass: str) -> list[str]:
     return [text for address, text in program if any(lo <= address <= hi for lo, hi in ranges)]
 
 
+def loop_counts(loop: list[str]) -> dict[str, int]:
+    """The static gate's per-tile figures (docs/design.md#the-static-gate) of the instructions inside loops."""
+    return {
+        "loop_instructions": len(loop),
+        "loop_spill_stores": sum(1 for text in loop if SPILL_STORE.search(text)),
+        "loop_spill_loads": sum(1 for text in loop if SPILL_LOAD.search(text)),
+        "loop_global_loads": sum(1 for text in loop if GLOBAL_LOAD.search(text)),
+        "loop_barriers": sum(1 for text in loop if BARRIER.search(text)),
+    }
+
+
 def inspect_cubin(cubin: Path, kernel_name: str, dynamic_shared_bytes: int) -> Resources:
     """One cuobjdump call: the ELF's notes (the arch), the resource table, and the SASS with its MMAs; with the
     dynamic shared memory Triton launches the kernel with (its metadata), the record's resources."""
@@ -55,14 +67,9 @@ def inspect_cubin(cubin: Path, kernel_name: str, dynamic_shared_bytes: int) -> R
     registers, stack, shared, local = (int(g) for g in match.groups())
     arch = PTXAS_ARCH.search(dump) or SASS_ARCH.search(dump)
     mma = sorted({m.group(1) for m in MMA_OPCODE.finditer(dump)})
-    loop = loop_instructions(dump)
     return Resources(
         elf_arch=arch.group(1) if arch else "unknown",
         registers=registers, stack_bytes=stack, local_bytes=local, shared_static_bytes=shared,
         dynamic_shared_bytes=dynamic_shared_bytes, total_shared_bytes=dynamic_shared_bytes + shared,
-        mma_instructions=tuple(mma),
-        loop_instructions=len(loop),
-        loop_spill_stores=sum(1 for text in loop if SPILL_STORE.search(text)),
-        loop_spill_loads=sum(1 for text in loop if SPILL_LOAD.search(text)),
-        loop_global_loads=sum(1 for text in loop if GLOBAL_LOAD.search(text)),
+        mma_instructions=tuple(mma), **loop_counts(loop_instructions(dump)),
     )

@@ -10,7 +10,7 @@ from build_tools.render import write_atomic
 from build_tools.variant import Target, load_targets
 from sparse_mla_aot.contract import ArtifactRecord
 
-COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "loop STL/LDL", "tiles in flight", "mma",
+COLUMNS = ("variant", "status", "shared B", "regs", "spill B", "loop STL/LDL", "loop BAR", "tiles in flight", "mma",
            "reason / warnings")
 
 
@@ -22,6 +22,7 @@ def _row(record: ArtifactRecord) -> tuple[str, ...]:
         str(res.registers) if res else "-",
         str(res.stack_bytes + res.local_bytes) if res else "-",
         f"{res.loop_spill_stores}/{res.loop_spill_loads}" if res else "-",
+        str(res.loop_barriers) if res else "-",
         str(record.variant.num_stages) if record.variant else "-",
         ",".join(res.mma_instructions) if res and res.mma_instructions else "-",
         record.reason or "; ".join(record.warnings),

@@ -13,7 +13,8 @@ def fake_record(name: str, status: str = "shipped", *, target: str = "sm90", rea
     resources = Resources(elf_arch="sm_90a", registers=registers, stack_bytes=stack_bytes, local_bytes=0,
                           shared_static_bytes=0, dynamic_shared_bytes=shared, total_shared_bytes=shared,
                           mma_instructions=() if combine else ("HGMMA.64x16x16.F32.BF16",), loop_instructions=1000,
-                          loop_spill_stores=0, loop_spill_loads=0, loop_global_loads=10)
+                          loop_spill_stores=0, loop_spill_loads=0, loop_global_loads=10,
+                          loop_barriers=4)
     fields = dict(name=name, kind="combine" if combine else "split", target=target, kernel_name=f"{name}_kernel",
                   num_warps=num_warps, num_stages=num_stages,
                   params=(*(COMBINE_PARAMS if combine else SPLIT_PARAMS), *SCRATCH_PARAMS), max_shared_bytes=232448,

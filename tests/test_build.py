@@ -82,7 +82,7 @@ def test_report_prunes_everything_over_the_limit_with_its_figure(sm120_build):
 def _resources(dynamic_shared, **overrides):
     fields = dict(elf_arch="sm_120f", registers=128, stack_bytes=0, shared_static_bytes=0, local_bytes=0,
                   mma_instructions=("HMMA.16816.F32.BF16",), loop_instructions=100, loop_spill_stores=0,
-                  loop_spill_loads=0, loop_global_loads=8)
+                  loop_spill_loads=0, loop_global_loads=8, loop_barriers=2)
     fields.update(overrides)
     return Resources(**fields, dynamic_shared_bytes=dynamic_shared,
                      total_shared_bytes=dynamic_shared + fields["shared_static_bytes"])
@@ -299,23 +299,31 @@ SASS = """
         /*0010*/                   STL [R1], R2 ;
         /*0020*/                   LDG.E R4, desc[UR4][R2.64] ;
         /*0030*/                   LDL R5, [R1] ;
-        /*0040*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
-        /*0050*/                   STL [R1+0x4], R8 ;
-        /*0060*/               @P0 BRA 0x20 ;
-        /*0070*/                   STL [R1+0x8], R9 ;
-        /*0080*/                   LDL R3, [R1+0x8] ;
-        /*0090*/                   BRA.U UP0, 0x70 ;
-        /*00a0*/                   EXIT ;
-        /*00b0*/                   BRA 0xb0;
+        /*0040*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0050*/                   HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0060*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0070*/                   MEMBAR.ALL.CTA ;
+        /*0080*/                   STL [R1+0x4], R8 ;
+        /*0090*/               @P0 BRA 0x20 ;
+        /*00a0*/                   STL [R1+0x8], R9 ;
+        /*00b0*/                   LDL R3, [R1+0x8] ;
+        /*00c0*/                   BRA.U UP0, 0xa0 ;
+        /*00d0*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*00e0*/                   EXIT ;
+        /*00f0*/                   BRA 0xf0;
 """
 
 
 def test_loop_statistics_count_only_instructions_inside_backward_branches():
-    from build_tools.cubin_inspect import loop_instructions
+    from build_tools.cubin_inspect import loop_counts, loop_instructions
 
     loop = loop_instructions(SASS)
-    assert [text.split()[0] for text in loop] == ["LDG.E", "LDL", "HMMA.16816.F32.BF16", "STL", "@P0", "STL", "LDL",
-                                                  "BRA.U"]
+    assert [text.split()[0] for text in loop] == ["LDG.E", "LDL", "BAR.SYNC.DEFER_BLOCKING", "HMMA.16816.F32.BF16",
+                                                  "WARPGROUP.DEPBAR.LE", "MEMBAR.ALL.CTA", "STL", "@P0", "STL",
+                                                  "LDL", "BRA.U"]
+    # a CTA barrier is BAR.SYNC, not a wgmma wait (DEPBAR) or a memory fence (MEMBAR)
+    assert loop_counts(loop) == {"loop_instructions": 11, "loop_spill_stores": 2, "loop_spill_loads": 2,
+                                 "loop_global_loads": 1, "loop_barriers": 1}
 
 
 SAME_SASS = r"""

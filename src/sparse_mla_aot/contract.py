@@ -206,7 +206,7 @@ def parse_table_stem(stem: str) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------- artifact records
 
-RECORD_SCHEMA = 4  # bump when a field of ArtifactRecord or Resources changes
+RECORD_SCHEMA = 5  # bump when a field of ArtifactRecord or Resources changes
 STATUSES = ("shipped", "pruned")
 KINDS = ("split", "combine")
 
@@ -240,6 +240,7 @@ class Resources:
     loop_spill_stores: int  # STL
     loop_spill_loads: int  # LDL
     loop_global_loads: int  # LDG: the gathers and index loads
+    loop_barriers: int  # BAR.SYNC: CTA-wide barriers, where every warp of the program waits for the slowest
 
     def to_json(self) -> dict:
         return {**asdict(self), "mma_instructions": list(self.mma_instructions)}
