@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from build_tools.compile import COMPILE_OPTIONS, PTXAS_FLAGS, TRITON_NUM_STAGES
+from build_tools.compile import COMPILE_OPTIONS, TRITON_NUM_STAGES, ptxas_flags
 from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, kernel_name, read_rendered, render_combine,
                                 render_split, write_atomic, write_if_different)
 from build_tools.variant import Target, Variant, is_buildable
@@ -35,11 +35,12 @@ def ptxas_version(triton_arch: int) -> str:
 def toolchain(target: Target) -> dict:
     """Everything a binary depends on besides its source: build/<target>/toolchain.json, an input of every compile
     edge, so another Triton, ptxas or target definition recompiles everything."""
+    options = {**COMPILE_OPTIONS, "num_stages": TRITON_NUM_STAGES, **target.compile_options}
     return {
         "triton": triton_version(),
         "ptxas": ptxas_version(target.triton_arch),
-        "options": {**COMPILE_OPTIONS, "num_stages": TRITON_NUM_STAGES, **target.compile_options},
-        "ptxas_flags": [*PTXAS_FLAGS, *target.ptxas_options],
+        "options": options,
+        "ptxas_flags": list(ptxas_flags(target.ptxas_options, options["enable_fp_fusion"])),
         "target": [target.triton_arch, target.cubin_arch, target.binary, target.max_shared_bytes],
     }
 

@@ -106,7 +106,8 @@ class AssembleStage:
 
     def __call__(self, backend=None, stages=None, options=None, language=None, capability=None):
         if backend is None:
-            key = f"sparse_mla_aot.assemble:{self.cubin_arch}:{' '.join((*PTXAS_FLAGS, *self.ptxas_options))}"
+            # (--fmad=false needs no place here: enable_fp_fusion is in Triton's own options hash)
+            key = f"sparse_mla_aot.assemble:{self.cubin_arch}:{' '.join(ptxas_flags(self.ptxas_options, True))}"
             return key, key
         from triton.backends.nvidia.compiler import get_ptxas
 

@@ -333,7 +333,6 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from build_tools.compile import compile_kernel, compile_options, divisibility_attrs, load_jit_function, signature
-from build_tools.compile import PTXAS_FLAGS
 from build_tools.cubin_inspect import cuobjdump_path
 from build_tools.render import render_split
 from build_tools.variant import TRITON_PTXAS_OPTIONS, get_target
