@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from build_tools.ptx_barriers import PASS_ID, drop_redundant_barriers
 from build_tools.render import RenderedKernel
 from build_tools.variant import Target
 from sparse_mla_aot.contract import Param
@@ -98,8 +99,9 @@ def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> b
 
 @dataclass(frozen=True)
 class AssembleStage:
-    """A Triton pipeline hook that replaces the cubin stage with `assemble`. Called without arguments, Triton asks
-    for the hook's cache key, so a cubin cached by Triton's own stage is never taken for ours."""
+    """A Triton pipeline hook that passes Triton's PTX through drop_redundant_barriers (so the PTX a ptx target ships
+    and the cubin agree) and replaces the cubin stage with `assemble`. Called without arguments, Triton asks for the
+    hook's cache key, so nothing cached by Triton's own stages is taken for ours."""
 
     cubin_arch: str
     ptxas_options: tuple[str, ...]
@@ -107,12 +109,15 @@ class AssembleStage:
     def __call__(self, backend=None, stages=None, options=None, language=None, capability=None):
         if backend is None:
             # (--fmad=false needs no place here: enable_fp_fusion is in Triton's own options hash)
-            key = f"sparse_mla_aot.assemble:{self.cubin_arch}:{' '.join(ptxas_flags(self.ptxas_options, True))}"
+            flags = " ".join(ptxas_flags(self.ptxas_options, True))
+            key = f"sparse_mla_aot.assemble:{PASS_ID}:{self.cubin_arch}:{flags}"
             return key, key
         from triton.backends.nvidia.compiler import get_ptxas
 
         ptxas = get_ptxas(backend.target.arch).path
         flags = ptxas_flags(self.ptxas_options, options.enable_fp_fusion)
+        make_ptx = stages["ptx"]
+        stages["ptx"] = lambda src, metadata: drop_redundant_barriers(make_ptx(src, metadata))[0]
         stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas, flags)
 
 

@@ -363,8 +363,8 @@ print(json.dumps({"ours": instructions(ours), "tritons": instructions(tritons), 
 
 @pytest.mark.parametrize("target_name", ["sm120", "sm90"])
 def test_our_cubin_stage_gives_tritons_instructions_without_its_debug_sections(target_name, tmp_path):
-    """The ptxas flags in build_tools/compile.py, with Triton's ptxas option, mirror Triton's own cubin stage: the
-    same SASS (for sm120 from sm_120f instead of Triton's sm_120a), a cubin less than half the size."""
+    """The ptxas flags in build_tools/compile.py, with Triton's ptxas option, mirror Triton's own cubin stage (on a
+    4-warp variant, where build_tools.ptx_barriers finds no barrier to drop): the same SASS (for sm120 from sm_120f instead of Triton's sm_120a), a cubin less than half the size."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
     env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT), str(paths.ROOT / "src")])
     result = subprocess.run([sys.executable, "-c", SAME_SASS, target_name, str(tmp_path)], capture_output=True,
@@ -378,21 +378,24 @@ def test_our_cubin_stage_gives_tritons_instructions_without_its_debug_sections(t
 def test_our_cubin_stage_passes_the_targets_ptxas_options_and_turns_fmad_off_where_tritons_does(monkeypatch):
     """ptxas gets the fixed flags, then the target's ptxas_options; Triton's make_cubin adds --fmad=false when
     enable_fp_fusion is off, and ours must too (a target's compile_options may set it). The options are in the
-    stage's cache key, so a Triton-cached cubin of other options is never taken."""
+    stage's cache key, so a Triton-cached cubin of other options is never taken. The PTX it assembles is Triton's
+    after build_tools.ptx_barriers."""
     from types import SimpleNamespace
 
     from build_tools import compile as compile_stage
 
     calls = []
-    monkeypatch.setattr(compile_stage, "assemble", lambda ptx, arch, ptxas, flags: calls.append(flags))
+    monkeypatch.setattr(compile_stage, "assemble", lambda ptx, arch, ptxas, flags: calls.append((ptx, flags)))
     backend = SimpleNamespace(target=SimpleNamespace(arch=120))
     for options in ((), ("--regAllocOptLevel=2",)):
         for fusion in (True, False):
-            stages = {}
+            stages = {"ptx": lambda src, metadata: "\tbar.sync \t0;\n\tbar.sync \t0;\n\tbar.sync \t0;\n"}
             stage = compile_stage.AssembleStage("sm_120f", options)
             stage(backend, stages, SimpleNamespace(enable_fp_fusion=fusion), None, 120)
-            stages["cubin"]("ptx", {})
+            stages["cubin"](stages["ptx"]("ttgir", {}), {})
     fixed = compile_stage.PTXAS_FLAGS
-    assert calls == [fixed, (*fixed, "--fmad=false"), (*fixed, "--regAllocOptLevel=2"),
-                     (*fixed, "--regAllocOptLevel=2", "--fmad=false")]
+    # Triton's PTX reaches ptxas through drop_redundant_barriers (the middle of three adjacent barriers goes)
+    assert {ptx for ptx, _ in calls} == {"\tbar.sync \t0;\n\tbar.sync \t0;\n"}
+    assert [flags for _, flags in calls] == [fixed, (*fixed, "--fmad=false"), (*fixed, "--regAllocOptLevel=2"),
+                                             (*fixed, "--regAllocOptLevel=2", "--fmad=false")]
     assert compile_stage.AssembleStage("sm_90a", ())()[0] != compile_stage.AssembleStage("sm_90a", ("-O3",))()[0]
