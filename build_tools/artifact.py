@@ -67,7 +67,8 @@ def render_sources(target: Target, variants: list[Variant], out_dir: Path) -> in
     for variant in variants:
         if is_buildable(variant, target)[0]:
             written += write_if_different(source_path(out_dir, variant.name),
-                                          render_split(variant, grid_dependency=target.grid_dependency).source)
+                                          render_split(variant, grid_dependency=target.grid_dependency,
+                                                       wgmma=target.wgmma).source)
     return written
 
 

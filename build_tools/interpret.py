@@ -27,9 +27,11 @@ def _interpreted(rendered: RenderedKernel, directory: Path):
 
 
 def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, softmax_scale, *,
-                     block_sizes_as_constexprs: bool = False, **options) -> tuple[torch.Tensor, torch.Tensor]:
+                     block_sizes_as_constexprs: bool = False, wgmma: bool = False,
+                     **options) -> tuple[torch.Tensor, torch.Tensor]:
     """sparse_mla_decode on CPU tensors through the interpreter, float32 dot operands; returns (out, lse).
-    block_sizes_as_constexprs: run the JIT peer's rendering (AutotunedBlocks) with the variant's block sizes."""
+    block_sizes_as_constexprs: run the JIT peer's rendering (AutotunedBlocks) with the variant's block sizes.
+    wgmma: the variant as rendered for a warpgroup-MMA target (sm90)."""
     call = check_arguments(q, k_cache, indices, softmax_scale, **options)
     if call.kv_format != variant.kv_format:
         raise ValueError(f"variant {variant.name} is for {variant.kv_format}; inputs are {call.kv_format}")
@@ -44,7 +46,7 @@ def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, sof
             split = _interpreted(render_split(AutotunedBlocks(variant.kv_format), dot_dtype="float32"), Path(tmp))
             constexprs = {"BLOCK_H": variant.block_h, "BLOCK_T": variant.block_t}
         else:
-            split = _interpreted(render_split(variant, dot_dtype="float32"), Path(tmp))
+            split = _interpreted(render_split(variant, dot_dtype="float32", wgmma=wgmma), Path(tmp))
             constexprs = {}
         combine = _interpreted(render_combine(), Path(tmp))
         split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=as_is),

@@ -109,11 +109,12 @@ def read_rendered(artifact: str, source_path: Path) -> RenderedKernel:
 
 
 def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16",
-                 grid_dependency: bool = False) -> RenderedKernel:
+                 grid_dependency: bool = False, wgmma: bool = False) -> RenderedKernel:
     """bfloat16 dot operands for compiled variants; float32 for the interpreter (its bf16 tl.dot is broken).
     An AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as trailing constexpr parameters.
     grid_dependency: let the combine kernel launch early (griddepcontrol; targets from sm_90, never the
-    interpreter, which has no such instruction)."""
+    interpreter, which has no such instruction). wgmma: the target's dots are warpgroup MMAs (sm90), so a
+    block_h 64, 8-warp variant splits QK across its two warpgroups (docs/design.md#qk-split-across-warpgroups)."""
     params = [p.name for p in SPLIT_PARAMS]
     if isinstance(variant, AutotunedBlocks):
         params += [f"{variant.block_h}: tl.constexpr", f"{variant.block_t}: tl.constexpr"]
@@ -123,6 +124,7 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
         variant=variant,
         dot_dtype=_dot_dtype(dot_dtype),
         grid_dependency=grid_dependency,
+        wgmma=wgmma,
         kernel_name=kernel_name(variant.name),
         params=params,
         d_qk=LAYOUTS[variant.kv_format].d_qk,

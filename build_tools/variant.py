@@ -16,6 +16,7 @@ MIN_MMA_ROWS = 16
 # through local memory). Q, P, the tile and its addresses need the rest of the 255 (docs/design.md#performance).
 MAX_ACCUMULATOR_REGISTERS = 128
 GRID_DEPENDENCY_MIN_ARCH = 90  # griddepcontrol (programmatic dependent launch) is sm_90 and later PTX
+WGMMA_ARCH = 90  # Triton lowers a 64-row dot to warpgroup MMAs on Hopper only (sm120: mma.sync)
 # The option Triton 3.9's own cubin stage adds to every ptxas run ("to work around ptxas 13.x bug"): a target that
 # does not state ptxas_options gets it, so its binaries are Triton's.
 TRITON_PTXAS_OPTIONS = ("--regAllocOptLevel=2",)
@@ -43,6 +44,11 @@ class Target:
     def grid_dependency(self) -> bool:
         """griddepcontrol (programmatic dependent launch) needs sm_90 or later; the sm89 proxy's PTX cannot hold it."""
         return self.triton_arch >= GRID_DEPENDENCY_MIN_ARCH
+
+    @property
+    def wgmma(self) -> bool:
+        """Triton's dots are warpgroup MMAs here (docs/design.md#qk-split-across-warpgroups)."""
+        return self.triton_arch == WGMMA_ARCH
 
     def manifest_entry(self) -> dict:
         """What the wheel's manifest says of the target, for the runtime to pick it by capability and find its

@@ -144,3 +144,37 @@ def test_tiles_in_flight_is_rendered_as_a_one_tile_prefetch():
     assert loop_body.index("next_raw0 = tl.load(") < loop_body.index("tl.dot(")
     assert "next_raw0" not in in_place
     assert in_place.split("for tile in range(tile_begin, main_end):", 1)[1].index("raw0 = tl.load(") > 0
+
+
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
+def test_the_qk_chain_starts_with_the_bf16_chunk_and_sums_every_chunk_once(kv_format):
+    """The bf16 (rope) chunk's dot comes first, so Triton stages its operand beside the dequantized ones under one
+    CTA barrier (docs/design.md#redundant-cta-barriers-a-ptx-pass)."""
+    from sparse_mla_aot.contract import LAYOUTS
+
+    chunks = LAYOUTS[kv_format].chunks
+    source = render.render_split(dataclasses.replace(BASE, kv_format=kv_format)).source
+    loop_body = source.split("for tile in range(tile_begin, main_end):", 1)[1].split("m_new =", 1)[0]
+    chain = [line.strip() for line in loop_body.splitlines() if line.strip().startswith("s = tl.dot(")]
+    bf16 = [i for i, c in enumerate(chunks) if c.scale == "none"]
+    order = [*bf16, *(i for i in range(len(chunks)) if i not in bf16)]
+    assert chain == [f"s = tl.dot(q{i}, tl.trans(k{i}), s)" for i in order]
+
+
+def test_qk_is_split_across_warpgroups_only_for_two_warpgroups_on_wgmma_without_the_pipeliner():
+    """sm90 (wgmma), block_h 64, 8 warps, tiles in flight 1 or 2: each QK dot in a one-trip loop; not elsewhere."""
+    def split(variant, wgmma=True):
+        source = render.render_split(variant, wgmma=wgmma).source
+        loops = source.count("for _ in range(0, one):")
+        assert loops in (0, 2 * len(LAYOUTS[variant.kv_format].chunks))  # every QK dot, in both set loops
+        return loops > 0
+
+    from sparse_mla_aot.contract import LAYOUTS
+
+    for kv_format in ("v32", "model1"):
+        wide = Variant(kv_format, 64, 64, 8, 1)
+        assert split(wide) and split(dataclasses.replace(wide, num_stages=2))
+        assert not split(wide, wgmma=False)  # sm120 and the proxy: mma.sync
+        assert not split(dataclasses.replace(wide, num_stages=3))  # Triton's pipeliner skips a loop holding loops
+        assert not split(dataclasses.replace(wide, block_h=32)) and not split(Variant(kv_format, 16, 64, 8, 1))
+    assert [t for t in load_targets().values() if t.wgmma] == [get_target("sm90")]
