@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from build_tools.compile import COMPILE_OPTIONS, TRITON_NUM_STAGES, ptxas_flags
+from build_tools.compile import ptxas_flags, target_options
 from build_tools.ptx_barriers import PASS_ID
 from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, kernel_name, read_rendered, render_combine,
                                 render_split, write_atomic, write_if_different)
@@ -36,7 +36,7 @@ def ptxas_version(triton_arch: int) -> str:
 def toolchain(target: Target) -> dict:
     """Everything a binary depends on besides its source: build/<target>/toolchain.json, an input of every compile
     edge, so another Triton, ptxas or target definition recompiles everything."""
-    options = {**COMPILE_OPTIONS, "num_stages": TRITON_NUM_STAGES, **target.compile_options}
+    options = target_options(target)
     return {
         "triton": triton_version(),
         "ptxas": ptxas_version(target.triton_arch),

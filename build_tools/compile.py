@@ -61,9 +61,14 @@ def compile_errors() -> tuple[type[Exception], ...]:
     return CompilationError, OutOfResources, PTXASError
 
 
+def target_options(target: Target) -> dict:
+    """The Triton options every kernel of `target` shares (in its toolchain, hence every cache key)."""
+    return {"num_stages": TRITON_NUM_STAGES, **COMPILE_OPTIONS, **target.compile_options}
+
+
 def compile_options(target: Target, num_warps: int) -> dict:
-    """Every Triton option a kernel of `target` is compiled with (part of its cache key)."""
-    return {"num_warps": num_warps, "num_stages": TRITON_NUM_STAGES, **COMPILE_OPTIONS, **target.compile_options}
+    """Every Triton option a kernel of `target` is compiled with."""
+    return {"num_warps": num_warps, **target_options(target)}
 
 
 def load_jit_function(source_path: Path, kernel_name: str):
