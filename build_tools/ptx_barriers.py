@@ -1,16 +1,16 @@
 """A PTX pass between Triton's PTX and ptxas: drop the CTA barriers (`bar.sync 0`) that order nothing.
 
 Triton 3.9 lowers every wgmma dot of an 8-warp kernel with a CTA barrier after its `wgmma.wait_group`, whether or
-not anything writes the operands' shared memory next: the large-batch v32 winner executes 11 barriers per tile
-where Triton 3.6 compiled the same source with 2 (docs/design.md#performance). A barrier only orders memory
-accesses of different threads, and two reads never conflict. So a barrier is redundant when the code from the
-previous kept barrier to it, and from it to the next barrier, holds no memory write: no instruction on either side
-can then form a hazard that this barrier, and not a kept one, separates. The pass is conservative by construction:
+not anything writes the operands' shared memory next: the large-batch v32 winner executed 11 barriers per tile
+where Triton 3.6 compiles the same source with 2 (docs/design.md#redundant-cta-barriers-a-ptx-pass). A barrier only
+orders memory accesses of different threads, and two reads never conflict. So a barrier is redundant when the code
+from the previous kept barrier to it, and from it to the next barrier, holds no memory write: no instruction on
+either side can then form a hazard that this barrier, and not a kept one, separates. Conservative by construction:
 - it looks only inside straight-line code: a branch, a branch target, a call, a return or any other barrier form
   between two `bar.sync 0` keeps both neighbours;
-- a write is any store but to a thread's own local or parameter space (shared, global or generic), a matrix store,
-  an atomic or reduction, any `cp.*` copy or its wait (asynchronous writes land until then), an mbarrier operation, a surface store,
-  and every statement of an inline-asm block is read for them;
+- a write is any store but to a thread's own local or parameter space (shared, global or generic), a matrix or
+  surface store, an atomic or reduction, any `cp.*` copy or its wait (asynchronous writes land until then), an
+  mbarrier operation; every statement of an inline-asm block is read for them;
 - everything else (loads, ldmatrix, wgmma, whose shared-memory operands are only read, fences, arithmetic) reads.
 """
 from __future__ import annotations
@@ -48,18 +48,18 @@ def _is_write(opcode: str) -> bool:
 
 
 def _line_kind(line: str, branch_targets: set[str]) -> str:
-    """'barrier' (a removable `bar.sync 0`), 'fence' (a write or a control-flow boundary: neighbouring barriers
+    """'barrier' (a removable `bar.sync 0`), 'boundary' (a write or a control-flow boundary: neighbouring barriers
     stay) or 'read' (everything else)."""
     label = _LABEL.match(line)
     if label and label.group(1) in branch_targets:
-        return "fence"
+        return "boundary"
     statements = _statements(line[label.end():] if label else line)
     if len(statements) == 1 and statements[0].split() == list(BARRIER):
         return "barrier"
     for statement in statements:
         opcode = statement.split()[0]
         if _is_write(opcode) or opcode.startswith(_CONTROL):
-            return "fence"
+            return "boundary"
     return "read"
 
 
@@ -74,6 +74,6 @@ def drop_redundant_barriers(ptx: str) -> tuple[str, int]:
         previous = max(b for b in barriers[:k] if b not in dropped)
         following = barriers[k + 1]
         between = range(previous + 1, following)
-        if all(kinds[i] != "fence" for i in between):
+        if all(kinds[i] != "boundary" for i in between):
             dropped.add(here)
     return "\n".join(line for i, line in enumerate(lines) if i not in dropped), len(dropped)
