@@ -24,7 +24,7 @@ _LABEL = re.compile(r"^\s*(\$?[\w$]+):")
 _BRANCH_TARGET = re.compile(r"\b(?:bra|brx\.idx)(?:\.uni)?\s+(\$?[\w$]+)")
 _WRITES = ("stmatrix", "atom", "red", "cp.", "mbarrier", "multimem", "tcgen05", "tensormap", "sust", "discard")
 _PRIVATE_STORES = ("st.local", "st.param")
-_CONTROL = ("bra", "brx", "call", "ret", "exit", "trap", "bar", "barrier")
+_CONTROL = ("bra", "brx", "call", "ret", "exit", "trap", "bar")  # "bar" also starts barrier.*
 
 
 def _statements(line: str) -> list[str]:
@@ -70,10 +70,10 @@ def drop_redundant_barriers(ptx: str) -> tuple[str, int]:
     kinds = [_line_kind(line, branch_targets) for line in lines]
     barriers = [i for i, kind in enumerate(kinds) if kind == "barrier"]
     dropped: set[int] = set()
-    for k, here in enumerate(barriers[1:-1], start=1):
-        previous = max(b for b in barriers[:k] if b not in dropped)
-        following = barriers[k + 1]
-        between = range(previous + 1, following)
-        if all(kinds[i] != "boundary" for i in between):
+    previous = barriers[0] if barriers else 0  # the last barrier kept
+    for here, following in zip(barriers[1:-1], barriers[2:]):
+        if all(kinds[i] != "boundary" for i in range(previous + 1, following)):
             dropped.add(here)
+        else:
+            previous = here
     return "\n".join(line for i, line in enumerate(lines) if i not in dropped), len(dropped)
