@@ -11,8 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from build_tools.compile import ptxas_flags, target_options
-from build_tools.ptx_barriers import PASS_ID
+from build_tools.compile import ir_passes, ptxas_flags, target_options
 from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, kernel_name, read_rendered, render_combine,
                                 render_split, write_atomic, write_if_different)
 from build_tools.variant import Target, Variant, is_buildable
@@ -41,7 +40,7 @@ def toolchain(target: Target) -> dict:
         "triton": triton_version(),
         "ptxas": ptxas_version(target.triton_arch),
         "options": options,
-        "ptx_passes": [PASS_ID],
+        "ir_passes": ir_passes(),
         "ptxas_flags": list(ptxas_flags(target.ptxas_options, options["enable_fp_fusion"])),
         "target": [target.triton_arch, target.cubin_arch, target.binary, target.max_shared_bytes],
     }

@@ -1,7 +1,7 @@
 """Stage 2: AOT-compile one rendered kernel for one target with triton.compile (no GPU needed). Triton makes the
-PTX; the cubin stage is ours (`assemble`): the same ptxas and flags as Triton 3.9's, but for the target's arch as
-targets.toml names it (a family arch such as sm_120f, which Triton cannot name; docs/design.md#targets) and without
-debug sections."""
+PTX, with two passes of ours on the way (operand_stores on the TTGIR, ptx_barriers on the PTX); the cubin stage is
+ours (`assemble`): the same ptxas and flags as Triton 3.9's, but for the target's arch as targets.toml names it (a
+family arch such as sm_120f, which Triton cannot name; docs/design.md#targets) and without debug sections."""
 from __future__ import annotations
 
 import importlib.util
@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_tools.ptx_barriers import PASS_ID, drop_redundant_barriers
+from build_tools import operand_stores, ptx_barriers
 from build_tools.render import RenderedKernel
 from build_tools.variant import Target
 from sparse_mla_aot.contract import Param
@@ -20,8 +20,8 @@ from sparse_mla_aot.contract import Param
 
 # Explicit, so the result does not depend on TRITON_* environment defaults (3.9 warns its default will change).
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
-# A variant's num_stages is its tiles in flight, which the rendered source implements (tiles in flight 3 asks for
-# Triton's pipeliner on the tile loop itself, `tl.range(..., num_stages=3)`); the compile-wide option stays at one
+# A variant's num_stages is its tiles in flight, which the rendered source implements (2 and 3 ask for Triton's
+# pipeliner on the tile loop itself, `tl.range(..., num_stages=2 or 3)`); the compile-wide option stays at one
 # stage, so no other loop is pipelined (docs/design.md#performance).
 TRITON_NUM_STAGES = 1
 # Triton 3.9's make_cubin runs ptxas with `-lineinfo -v --regAllocOptLevel=2` (and --fmad=false without fp fusion);
@@ -102,11 +102,32 @@ def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> b
         return cubin.read_bytes()
 
 
+def ir_passes() -> list[str]:
+    """The ids of our passes over Triton's IR, in the toolchain and in the hook's cache key."""
+    return [operand_stores.PASS_ID, ptx_barriers.PASS_ID]
+
+
+def _with_operand_stores_hoisted(module):
+    """The TTGIR module after operand_stores, parsed back in its own context (Triton's Python IR bindings cannot
+    move an operation)."""
+    from triton._C.libtriton import ir
+
+    text, moved = operand_stores.hoist_operand_stores(module.str())
+    if not moved:
+        return module
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.ttgir"
+        path.write_text(text)
+        hoisted = ir.parse_mlir_module(str(path), module.context)
+    hoisted.context = module.context  # what Triton's later stages build their pass managers in
+    return hoisted
+
+
 @dataclass(frozen=True)
 class AssembleStage:
-    """A Triton pipeline hook that passes Triton's PTX through drop_redundant_barriers (so the PTX a ptx target ships
-    and the cubin agree) and replaces the cubin stage with `assemble`. Called without arguments, Triton asks for the
-    hook's cache key, so nothing cached by Triton's own stages is taken for ours."""
+    """A Triton pipeline hook that passes Triton's TTGIR through operand_stores and its PTX through ptx_barriers (so
+    the PTX a ptx target ships and the cubin agree), and replaces the cubin stage with `assemble`. Called without
+    arguments, Triton asks for the hook's cache key, so nothing cached by Triton's own stages is taken for ours."""
 
     cubin_arch: str
     ptxas_options: tuple[str, ...]
@@ -115,14 +136,15 @@ class AssembleStage:
         if backend is None:
             # (--fmad=false needs no place here: enable_fp_fusion is in Triton's own options hash)
             flags = " ".join(ptxas_flags(self.ptxas_options, True))
-            key = f"sparse_mla_aot.assemble:{PASS_ID}:{self.cubin_arch}:{flags}"
+            key = f"sparse_mla_aot.assemble:{':'.join(ir_passes())}:{self.cubin_arch}:{flags}"
             return key, key
         from triton.backends.nvidia.compiler import get_ptxas
 
         ptxas = get_ptxas(backend.target.arch).path
         flags = ptxas_flags(self.ptxas_options, options.enable_fp_fusion)
-        make_ptx = stages["ptx"]
-        stages["ptx"] = lambda src, metadata: drop_redundant_barriers(make_ptx(src, metadata))[0]
+        make_ttgir, make_ptx = stages["ttgir"], stages["ptx"]
+        stages["ttgir"] = lambda src, metadata: _with_operand_stores_hoisted(make_ttgir(src, metadata))
+        stages["ptx"] = lambda src, metadata: ptx_barriers.drop_redundant_barriers(make_ptx(src, metadata))[0]
         stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas, flags)
 
 

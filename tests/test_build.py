@@ -330,9 +330,12 @@ SAME_SASS = r"""
 import dataclasses, json, re, subprocess, sys
 from pathlib import Path
 import triton
+from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from build_tools.compile import compile_kernel, compile_options, divisibility_attrs, load_jit_function, signature
+from triton.compiler.compiler import make_backend
+from build_tools import operand_stores
+from build_tools.compile import AssembleStage, compile_options, divisibility_attrs, load_jit_function, signature
 from build_tools.cubin_inspect import cuobjdump_path
 from build_tools.render import render_split
 from build_tools.variant import TRITON_PTXAS_OPTIONS, get_target
@@ -344,11 +347,17 @@ variant = Variant("v32", 16, 16, 4, 1)
 rendered = render_split(variant)
 source = Path(sys.argv[2]) / f"{variant.name}.py"
 source.write_text(rendered.source)
-ours = compile_kernel(rendered, source, target, variant.num_warps, variant.num_stages).cubin
-tritons = triton.compile(ASTSource(load_jit_function(source, rendered.kernel_name), signature(rendered.params),
-                                   constexprs={}, attrs=divisibility_attrs(rendered.params)),
-                         target=GPUTarget("cuda", target.triton_arch, 32),
-                         options=compile_options(target, variant.num_warps)).asm["cubin"]
+gpu = GPUTarget("cuda", target.triton_arch, 32)
+with knobs.runtime.scope():
+    knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch, target.ptxas_options)
+    compiled = triton.compile(ASTSource(load_jit_function(source, rendered.kernel_name), signature(rendered.params),
+                                        constexprs={}, attrs=divisibility_attrs(rendered.params)),
+                              target=gpu, options=compile_options(target, variant.num_warps))
+ours = compiled.asm["cubin"]
+# Triton's own cubin stage on the same PTX (the PTX after our passes)
+backend = make_backend(gpu)
+tritons = backend.make_cubin(compiled.asm["ptx"], {}, backend.parse_options(compile_options(target, variant.num_warps)),
+                             target.triton_arch)
 
 def instructions(cubin):
     path = Path(sys.argv[2]) / "kernel.cubin"
@@ -357,20 +366,28 @@ def instructions(cubin):
                           check=True).stdout
     return [line.strip() for line in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", line)]
 
-print(json.dumps({"ours": instructions(ours), "tritons": instructions(tritons), "sizes": [len(ours), len(tritons)]}))
+ttgir = compiled.asm["ttgir"].splitlines()
+stored_where_made = sum(1 for made, stored in zip(ttgir, ttgir[1:])
+                        if "tt.elementwise_inline_asm" in made and "ttg.local_alloc " + made.split()[0] + " " in stored)
+print(json.dumps({"ours": instructions(ours), "tritons": instructions(tritons), "sizes": [len(ours), len(tritons)],
+                  "stored_where_made": stored_where_made,
+                  "left_to_hoist": operand_stores.hoist_operand_stores(compiled.asm["ttgir"])[1]}))
 """
 
 
 @pytest.mark.parametrize("target_name", ["sm120", "sm90"])
 def test_our_cubin_stage_gives_tritons_instructions_without_its_debug_sections(target_name, tmp_path):
-    """The ptxas flags in build_tools/compile.py, with Triton's ptxas option, mirror Triton's own cubin stage (on a
-    4-warp variant, where build_tools.ptx_barriers finds no barrier to drop): the same SASS (for sm120 from sm_120f instead of Triton's sm_120a), a cubin less than half the size."""
+    """The ptxas flags in build_tools/compile.py, with Triton's ptxas option, mirror Triton's own cubin stage on the
+    same PTX: the same SASS (for sm120 from sm_120f instead of Triton's sm_120a), a cubin less than half the size.
+    On the way, build_tools.operand_stores rewrote the TTGIR, which Triton parsed back and lowered: every
+    dequantized chunk (v32: four) is stored right where its inline asm makes it, in both tile loops."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
     env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT), str(paths.ROOT / "src")])
     result = subprocess.run([sys.executable, "-c", SAME_SASS, target_name, str(tmp_path)], capture_output=True,
                             text=True, env=env, check=True)
     compared = json.loads(result.stdout.strip().splitlines()[-1])
     assert compared["ours"] and compared["ours"] == compared["tritons"]
+    assert compared["stored_where_made"] == 8 and compared["left_to_hoist"] == 0
     ours, tritons = compared["sizes"]
     assert ours < tritons / 2
 
@@ -389,7 +406,8 @@ def test_our_cubin_stage_passes_the_targets_ptxas_options_and_turns_fmad_off_whe
     backend = SimpleNamespace(target=SimpleNamespace(arch=120))
     for options in ((), ("--regAllocOptLevel=2",)):
         for fusion in (True, False):
-            stages = {"ptx": lambda src, metadata: "\tbar.sync \t0;\n\tbar.sync \t0;\n\tbar.sync \t0;\n"}
+            stages = {"ttgir": lambda src, metadata: src,
+                      "ptx": lambda src, metadata: "\tbar.sync \t0;\n\tbar.sync \t0;\n\tbar.sync \t0;\n"}
             stage = compile_stage.AssembleStage("sm_120f", options)
             stage(backend, stages, SimpleNamespace(enable_fp_fusion=fusion), None, 120)
             stages["cubin"](stages["ptx"]("ttgir", {}), {})

@@ -136,14 +136,17 @@ def test_is_buildable_is_the_only_pre_compile_rule():
     assert not ok and "block_h=8" in reason
 
 
-def test_tiles_in_flight_is_rendered_as_a_one_tile_prefetch():
-    """num_stages 2 issues the next tile's gathers before this tile's dots; 1 gathers inside the loop only."""
-    prefetching = render.render_split(dataclasses.replace(BASE, num_stages=2)).source
+@pytest.mark.parametrize("tiles_in_flight", [2, 3])
+def test_tiles_in_flight_hand_the_tile_loop_to_tritons_pipeline(tiles_in_flight):
+    """num_stages 2 and 3 are the stage count of Triton's software pipeline on the tile loops (gathers one or two
+    tiles ahead); 1 gathers inside a plain loop. Every variant loads the next tile's indices inside the loop."""
+    pipelined = render.render_split(dataclasses.replace(BASE, num_stages=tiles_in_flight)).source
     in_place = render.render_split(dataclasses.replace(BASE, num_stages=1)).source
-    loop_body = prefetching.split("for tile in range(tile_begin, main_end):", 1)[1]
-    assert loop_body.index("next_raw0 = tl.load(") < loop_body.index("tl.dot(")
-    assert "next_raw0" not in in_place
-    assert in_place.split("for tile in range(tile_begin, main_end):", 1)[1].index("raw0 = tl.load(") > 0
+    assert pipelined.count(f"num_stages={tiles_in_flight}):") == 2  # the main set's and the extra set's loops
+    assert "for tile in range(tile_begin, main_end):" in in_place and "tl.range(" not in in_place
+    for source in (pipelined, in_place):
+        loop_body = source.split("for tile in ", 1)[1].split("m_new =", 1)[0]
+        assert loop_body.index("raw0 = tl.load(") < loop_body.index("next_idx = tl.load(") < loop_body.index("tl.dot(")
 
 
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
@@ -154,7 +157,7 @@ def test_the_qk_chain_starts_with_the_bf16_chunk_and_sums_every_chunk_once(kv_fo
 
     chunks = LAYOUTS[kv_format].chunks
     source = render.render_split(dataclasses.replace(BASE, kv_format=kv_format)).source
-    loop_body = source.split("for tile in range(tile_begin, main_end):", 1)[1].split("m_new =", 1)[0]
+    loop_body = source.split("for tile in ", 1)[1].split("m_new =", 1)[0]
     chain = [line.strip() for line in loop_body.splitlines() if line.strip().startswith("s = tl.dot(")]
     bf16 = [i for i, c in enumerate(chunks) if c.scale == "none"]
     order = [*bf16, *(i for i in range(len(chunks)) if i not in bf16)]
@@ -162,7 +165,7 @@ def test_the_qk_chain_starts_with_the_bf16_chunk_and_sums_every_chunk_once(kv_fo
 
 
 def test_qk_is_split_across_warpgroups_only_for_two_warpgroups_on_wgmma_without_the_pipeliner():
-    """sm90 (wgmma), block_h 64, 8 warps, tiles in flight 1 or 2: each QK dot in a one-trip loop; not elsewhere."""
+    """sm90 (wgmma), block_h 64, 8 warps, tiles in flight 1: each QK dot in a one-trip loop; not elsewhere."""
     def split(variant, wgmma=True):
         source = render.render_split(variant, wgmma=wgmma).source
         loops = source.count("for _ in range(0, one):")
@@ -173,8 +176,9 @@ def test_qk_is_split_across_warpgroups_only_for_two_warpgroups_on_wgmma_without_
 
     for kv_format in ("v32", "model1"):
         wide = Variant(kv_format, 64, 64, 8, 1)
-        assert split(wide) and split(dataclasses.replace(wide, num_stages=2))
+        assert split(wide)
         assert not split(wide, wgmma=False)  # sm120 and the proxy: mma.sync
-        assert not split(dataclasses.replace(wide, num_stages=3))  # Triton's pipeliner skips a loop holding loops
+        for pipelined in (2, 3):  # Triton's pipeliner skips a loop holding loops
+            assert not split(dataclasses.replace(wide, num_stages=pipelined))
         assert not split(dataclasses.replace(wide, block_h=32)) and not split(Variant(kv_format, 16, 64, 8, 1))
     assert [t for t in load_targets().values() if t.wgmma] == [get_target("sm90")]

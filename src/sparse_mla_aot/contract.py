@@ -86,8 +86,8 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 
 VARIANT_FIELDS = ("kv_format", "block_h", "block_t", "num_warps", "num_stages")
 # num_stages is the number of tiles in flight, implemented by the template (docs/design.md#performance): 1 gathers
-# a tile's bytes where it is computed (its indices were loaded a tile ahead), 2 also has the next tile's bytes in
-# flight meanwhile (in registers), 3 two tiles' bytes (cp.async into shared memory, by Triton's pipeliner).
+# a tile's bytes where it is computed (its indices were loaded a tile ahead), 2 and 3 also have the next one or two
+# tiles' bytes in flight meanwhile (cp.async into shared memory, by Triton's pipeliner with that many stages).
 TILES_IN_FLIGHT = (1, 2, 3)
 _VARIANT_NAME = re.compile(rf"({'|'.join(KV_FORMATS)})_bh(\d+)_bt(\d+)_w(\d+)_s(\d+)")
 
