@@ -49,7 +49,7 @@ def hoist_operand_stores(ttgir: str) -> tuple[str, int]:
     many moved."""
     lines = ttgir.split("\n")
     moved = 0
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines):  # a move only reorders lines i and before, so lines[i + 1:] are still unseen
         alloc = _ALLOC.match(line)
         if alloc is None:
             continue
