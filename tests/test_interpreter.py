@@ -82,7 +82,8 @@ def test_jit_peer_rendering_with_block_size_constexprs_matches_reference(kv_form
 @pytest.mark.parametrize("tiles_in_flight", [1, 2])
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 def test_qk_split_across_warpgroups_as_rendered_for_sm90_matches_reference(kv_format, tiles_in_flight):
-    """sm90's block_h 64, 8-warp rendering puts each QK dot in a one-trip loop (build_tools.render, wgmma)."""
+    """sm90's block_h 64, 8-warp rendering (build_tools.render, wgmma): with tiles in flight 1 each QK dot sits in a
+    one-trip loop; with 2 the tile loop is Triton's pipeline and QK is not split."""
     inputs = make_inputs(b=2, s_q=1, h_q=64, topk=128, kv_format=kv_format, seed=SEEDS[kv_format], with_sink=True,
                          with_topk_length=True, **({"extra_topk": 64} if kv_format == "model1" else {}))
     out, lse = interpret_decode(Variant(kv_format, 64, 32, 8, tiles_in_flight), 3, wgmma=True, **inputs)
