@@ -1,7 +1,7 @@
 """GPU acceptance run for the installed wheel (issues: build pipeline, wheel): numerics of chosen sm90 variants
 through the native launcher, the dispatched op at serving shapes, CUDA-graph replay with fresh inputs, two threads
-on two streams, and cold start (host time per call: bench/host_overhead.py). Prints a table per check; writes
-the figures as JSON to $OUT (or ./gpu_check.json).
+on two streams, no memory kept past a call, the capture rules, and cold start (host time per call:
+bench/host_overhead.py). Prints a table per check; writes the figures as JSON to $OUT (or ./gpu_check.json).
 
     python bench/h200_check.py            # with sparse_mla_aot installed from wheels/
 """
@@ -93,7 +93,9 @@ def dispatched_numerics_and_graphs() -> list:
 
 
 def concurrent_streams(iterations: int = 50) -> dict:
-    """Two threads on two streams, each decoding its own inputs repeatedly: results equal sequential calls."""
+    """Two threads on two streams, each decoding its own inputs back to back (no synchronization between its calls,
+    so each call's split workspace reuses blocks that the call before it on that stream freed while its kernels may
+    still run): every result equals a sequential call's."""
     import threading
 
     jobs = [_inputs("model1", 8, 1, seed=300 + i) for i in range(2)]
@@ -103,11 +105,10 @@ def concurrent_streams(iterations: int = 50) -> dict:
 
     def worker(i: int) -> None:
         with torch.cuda.stream(streams[i]):
-            for _ in range(iterations):
-                out, lse = sparse_mla_decode(**jobs[i])
-                streams[i].synchronize()
-                if not (torch.equal(out, expected[i][0]) and torch.equal(lse, expected[i][1])):
-                    mismatches[i] += 1
+            results = [sparse_mla_decode(**jobs[i]) for _ in range(iterations)]
+            streams[i].synchronize()
+        mismatches[i] = sum(not (torch.equal(out, expected[i][0]) and torch.equal(lse, expected[i][1]))
+                            for out, lse in results)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
     for t in threads:
@@ -115,6 +116,54 @@ def concurrent_streams(iterations: int = 50) -> dict:
     for t in threads:
         t.join()
     return {"threads": 2, "iterations_each": iterations, "mismatches": mismatches}
+
+
+def memory_kept(calls: int = 100) -> dict:
+    """Nothing a call allocates outlives it but its outputs: after calls whose outputs are dropped, PyTorch's
+    allocator holds the bytes it held before (each call frees its split workspace; b=1 plans have one)."""
+    inputs = _inputs("v32", 1, 1, seed=400)
+    sparse_mla_decode(**inputs)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(calls):
+        sparse_mla_decode(**inputs)
+    torch.cuda.synchronize()
+    return {"calls": calls, "bytes_before": before, "bytes_after": torch.cuda.memory_allocated()}
+
+
+# A first call under capture is refused with a clear error (no module load, no allocation outside the graph's pool);
+# after prepare(), a call whose signature is new is planned under capture and its replay equals eager.
+CAPTURE_RULES = r"""
+import torch, sparse_mla_aot
+from sparse_mla_aot.reference import make_inputs
+inputs = make_inputs(2, 1, 64, 512, "model1", extra_topk=128, device="cuda", seed=7)
+torch.cuda.synchronize()
+graph = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(graph):
+        sparse_mla_aot.sparse_mla_decode(**inputs)
+    refused = "no error"
+except RuntimeError as error:
+    refused = str(error).split(":")[0]
+sparse_mla_aot.prepare()
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
+graph.replay()
+eager = sparse_mla_aot.sparse_mla_decode(**inputs)
+torch.cuda.synchronize()
+print(repr(refused), torch.equal(out, eager[0]) and torch.equal(lse, eager[1]))
+"""
+
+
+def capture_rules() -> dict:
+    run = subprocess.run([sys.executable, "-c", CAPTURE_RULES], capture_output=True, text=True)
+    if run.returncode:
+        return {"ok": False, "error": run.stderr[-2000:]}
+    refused, replay_equals_eager = run.stdout.strip().rsplit(" ", 1)
+    return {"ok": "first called under CUDA-graph capture" in refused and replay_equals_eager == "True",
+            "first_call_under_capture": refused, "new_signature_under_capture_replay_equals_eager":
+            replay_equals_eager == "True"}
 
 
 COLD = r"""
@@ -164,6 +213,10 @@ def main() -> None:
               f"{'PASS' if g['ok'] else 'FAIL'}  ==eager {r['replay_equals_eager']}  [{r['explain'][:60]}]")
     RESULTS["concurrent_streams"] = concurrent_streams()
     print(f"two threads x two streams: {RESULTS['concurrent_streams']}")
+    RESULTS["memory_kept"] = memory_kept()
+    print(f"allocator bytes before / after 100 calls with dropped outputs: {RESULTS['memory_kept']}")
+    RESULTS["capture_rules"] = capture_rules()
+    print(f"capture rules (fresh process): {RESULTS['capture_rules']}")
     RESULTS["triton_in_sys_modules"] = "triton" in sys.modules
     RESULTS["cold_start"] = cold_start()
     print(f"triton in sys.modules after calls: {RESULTS['triton_in_sys_modules']}")

@@ -5,16 +5,18 @@ and where ours goes. Prints a table; writes JSON to $OUT/host_overhead_<target>.
 
 Cases: (a) model1 h_q 16 b=1, no options; (b) model1 h_q 64 b=1 with attn_sink, topk_length and the extra set
 (with its lengths); (c) v32 h_q 128 b=1. Each sample times one call with an idle GPU queue (synchronize before
-it, not inside it); figures are the median and p99 of `--calls` samples. Rows:
+it, not inside it); figures are the median and p99 of `--calls` samples. A case's rows are sampled in turns, 100
+calls at a time, so that they share the host's state: on the H200 host the same call measured 20.4 and 28.8 us in
+two processes a minute apart, so compare the rows of one case, not figures of different runs. Rows:
   ours                 sparse_mla_decode(...), out/lse allocated by the call (as FlashMLA allocates its own)
   ours, out/lse given  the same with preallocated out= and lse=
   custom op            torch.ops.sparse_mla_aot.sparse_mla_decode(...) in eager mode (the dispatcher's cost on top)
   FlashMLA             flash_mla_with_kvcache with a new scheduler object per call (planned in the call), and
                        with one reused (planned once: its cheapest eager call); (b) and (c) only, when importable
-Stages of our cached path, each timed alone: signature + plan lookup, the stream's workspace (and, for
-comparison, a torch.empty of that size), out + lse allocation (when not given), current-stream query, pointer
-reads, the native launch (both kernels); and what a first call of a shape adds (full validation, dispatch,
-plan + launch spec).
+Stages of our cached path, each timed alone (also in turns): signature + plan lookup, the workspace (a raw block
+of the caching allocator, taken and freed; and for comparison a torch.empty of that size), out + lse allocation
+(when not given), current-stream query, pointer reads, the native launch of both kernels and of the split kernel
+alone; and what a first call of a shape adds (full validation, dispatch, plan + launch spec).
 
 FlashMLA comes from the peers archive: extracted to $FLASH_MLA_PATH (default /tmp/fm) or already importable.
 """
@@ -30,6 +32,7 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import dispatch, ops, plan_cache
+from sparse_mla_aot.launch import CONTEXT, KERNEL_SPEC
 from sparse_mla_aot.plan import make_plan
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 from sparse_mla_aot.validation import check_arguments, check_devices
@@ -43,19 +46,27 @@ CASES = {
 FLASH_MLA_CASES = ("b: model1 h64 b=1 sink+lengths+extra", "c: v32 h128 b=1")  # FlashMLA takes h_q 64 / 128 only
 
 
-def timed(fn, calls: int, sync: bool = True) -> dict:
-    """Median and p99 host time of fn() in us; sync: drain the GPU queue before each sample (untimed)."""
-    for _ in range(20):
-        fn()
-    samples = []
-    for _ in range(calls):
-        if sync:
-            torch.cuda.synchronize()
-        started = time.perf_counter_ns()
-        fn()
-        samples.append(time.perf_counter_ns() - started)
-    samples.sort()
-    return {"median_us": samples[len(samples) // 2] / 1e3, "p99_us": samples[len(samples) * 99 // 100] / 1e3}
+def timed(fns: dict, calls: int, sync: bool = True, turn: int = 100, warm_up_s: float = 0.5) -> dict:
+    """Median and p99 host time of each fn() in us, sampled in turns of `turn` calls after `warm_up_s` seconds of
+    untimed calls (allocator pools and caches settled); sync: drain the GPU queue before each sample (untimed)."""
+    warm_up_until = time.perf_counter() + warm_up_s
+    while time.perf_counter() < warm_up_until:
+        for fn in fns.values():
+            fn()
+    samples = {name: [] for name in fns}
+    for _ in range(max(1, calls // turn)):
+        for name, fn in fns.items():
+            for _ in range(turn):
+                if sync:
+                    torch.cuda.synchronize()
+                started = time.perf_counter_ns()
+                fn()
+                samples[name].append(time.perf_counter_ns() - started)
+    figures = {}
+    for name, taken in samples.items():
+        taken.sort()
+        figures[name] = {"median_us": taken[len(taken) // 2] / 1e3, "p99_us": taken[len(taken) * 99 // 100] / 1e3}
+    return figures
 
 
 def flash_mla_module():
@@ -98,39 +109,44 @@ def stages(inputs: dict, calls: int) -> dict:
     tensors = tuple(inputs.get(name) for name in names)
     options = {k: v for k, v in inputs.items() if k not in ("q", "k_cache", "indices", "softmax_scale")}
     args = (inputs["q"], inputs["k_cache"], inputs["indices"], inputs["softmax_scale"])
+    q = inputs["q"]
     force = dispatch.forcing_in_effect()
     plan = ops._plans[plan_cache.signature(tensors, inputs["softmax_scale"], inputs["kv_format"], None, None, force)]
-    device = plan.device
-    workspace = torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
-    out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
-    lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=device)
+    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
+    out, lse = q.new_empty(plan.out_shape), q.new_empty(plan.lse_shape, dtype=torch.float32)
     stream = torch._C._cuda_getCurrentRawStream(plan.device_index)
     pointers = [0 if t is None else t.data_ptr() for t in tensors]
+    buffers = (workspace.data_ptr(), out.data_ptr(), lse.data_ptr())
+    split_alone = plan.spec[:CONTEXT.size + KERNEL_SPEC.size] + bytes(KERNEL_SPEC.size)  # an empty combine slot
     call = check_arguments(*args, **options)
-    kernels = ops._kernels_for(device.index)
+    kernels = ops._kernels_for(plan.device_index)
 
     def build():
         choice = dispatch.choose(kernels.catalog, kernels.target, call.kv_format, call.h_q, call.batch_rows)
         split = kernels.kernels[choice.variant]
         return plan_cache.build(call, make_plan(call, choice.variant, split.block_h, split.block_t,
-                                                choice.num_splits), kernels, split, device)
+                                                choice.num_splits), kernels, split, q.device)
 
-    return {
-        "signature_and_lookup": timed(lambda: ops._plans[plan_cache.signature(
+    host_only = timed({
+        "signature_and_lookup": lambda: ops._plans[plan_cache.signature(
             tensors, inputs["softmax_scale"], inputs["kv_format"], None, None, force)],
-            calls, sync=False),
-        "workspace": timed(lambda: torch.empty(plan.workspace_elements, dtype=torch.float32, device=device), calls,
-                           sync=False),
-        "out_lse_allocation": timed(lambda: (torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device),
-                                             torch.empty(plan.lse_shape, dtype=torch.float32, device=device)),
-                                    calls, sync=False),
-        "current_stream": timed(lambda: torch._C._cuda_getCurrentRawStream(plan.device_index), calls, sync=False),
-        "pointers": timed(lambda: [0 if t is None else t.data_ptr() for t in tensors], calls, sync=False),
-        "native_launch": timed(lambda: plan.launch(plan.spec, stream, *pointers, workspace.data_ptr(),
-                                                   out.data_ptr(), lse.data_ptr()), calls),
-        "first_call_validation": timed(lambda: check_devices(check_arguments(*args, **options)), calls, sync=False),
-        "first_call_dispatch_plan_spec": timed(build, calls, sync=False),
-    }
+        "workspace": lambda: torch._C._cuda_cudaCachingAllocator_raw_delete(ops._allocate_workspace(plan, stream)),
+        "workspace_if_torch_empty": lambda: torch.empty(plan.workspace_bytes // 4, dtype=torch.float32,
+                                                        device=q.device),
+        "out_lse_allocation": lambda: (q.new_empty(plan.out_shape), q.new_empty(plan.lse_shape,
+                                                                                dtype=torch.float32)),
+        "current_stream": lambda: torch._C._cuda_getCurrentRawStream(plan.device_index),
+        "pointers": lambda: [0 if t is None else t.data_ptr() for t in tensors],
+        "first_call_validation": lambda: check_devices(check_arguments(*args, **options)),
+        "first_call_dispatch_plan_spec": build,
+    }, calls, sync=False)
+    launches = timed({"native_launch": lambda: plan.launch(plan.spec, stream, *pointers, *buffers),
+                      "native_launch_split_alone": lambda: plan.launch(split_alone, stream, *pointers, *buffers)},
+                     calls)
+    order = ("signature_and_lookup", "workspace", "out_lse_allocation", "current_stream", "pointers",
+             "native_launch", "native_launch_split_alone", "workspace_if_torch_empty", "first_call_validation",
+             "first_call_dispatch_plan_spec")
+    return {name: {**host_only, **launches}[name] for name in order}
 
 
 def measure_case(name: str, shape: dict, flash_mla, calls: int) -> dict:
@@ -140,18 +156,19 @@ def measure_case(name: str, shape: dict, flash_mla, calls: int) -> dict:
     out = torch.empty((*inputs["q"].shape[:3], 512), dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(inputs["q"].shape[:3], dtype=torch.float32, device="cuda")
     op = torch.ops.sparse_mla_aot.sparse_mla_decode
-    row = {"correct": correct(inputs, *sparse_mla_aot.sparse_mla_decode(**inputs)),
-           "ours": timed(lambda: sparse_mla_aot.sparse_mla_decode(**inputs), calls),
-           "ours_out_lse_given": timed(lambda: sparse_mla_aot.sparse_mla_decode(**inputs, out=out, lse=lse), calls),
-           "custom_op": timed(lambda: op(**inputs), calls),
-           "stages": stages(inputs, calls)}
+    row = {"correct": correct(inputs, *sparse_mla_aot.sparse_mla_decode(**inputs))}
+    fns = {"ours": lambda: sparse_mla_aot.sparse_mla_decode(**inputs),
+           "ours_out_lse_given": lambda: sparse_mla_aot.sparse_mla_decode(**inputs, out=out, lse=lse),
+           "custom_op": lambda: op(**inputs)}
     if flash_mla is not None and name in FLASH_MLA_CASES:
         try:
             row["flash_mla_correct"] = correct(inputs, *flash_mla_call(flash_mla, inputs, True)())
-            row["flash_mla_new_schedule"] = timed(flash_mla_call(flash_mla, inputs, False), calls)
-            row["flash_mla_reused_schedule"] = timed(flash_mla_call(flash_mla, inputs, True), calls)
+            fns["flash_mla_new_schedule"] = flash_mla_call(flash_mla, inputs, False)
+            fns["flash_mla_reused_schedule"] = flash_mla_call(flash_mla, inputs, True)
         except Exception as error:  # a peer's failure is reported in the table, not fatal to our figures
             row["flash_mla_error"] = f"{type(error).__name__}: {error}"
+    row.update(timed(fns, calls))
+    row["stages"] = stages(inputs, calls)
     return row
 
 
@@ -170,10 +187,12 @@ def report(results: dict) -> str:
                      f"{_fmt(r['custom_op']):>15} {_fmt(r.get('flash_mla_new_schedule')):>19} "
                      f"{_fmt(r.get('flash_mla_reused_schedule')):>16}  ours {r['correct']}"
                      + (f", FlashMLA {r['flash_mla_correct']}" if "flash_mla_correct" in r else "") + flash[:80])
-    lines.append("our cached path by stage, median us (share of the whole call's median):")
+    lines.append("our cached path by stage, median us (share of the whole call's median; none for the comparisons "
+                 "and first-call stages):")
+    apart = ("first_call", "workspace_if", "native_launch_split")  # not parts of the cached path's time
     for name, r in results["cases"].items():
         whole = r["ours"]["median_us"]
-        parts = ", ".join(f"{stage} {f['median_us']:.2f}" + ("" if stage.startswith(("first_call", "workspace_if"))
+        parts = ", ".join(f"{stage} {f['median_us']:.2f}" + ("" if stage.startswith(apart)
                                                              else f" ({100 * f['median_us'] / whole:.0f}%)")
                           for stage, f in r["stages"].items())
         lines.append(f"  {name}: {parts}")

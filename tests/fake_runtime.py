@@ -59,9 +59,29 @@ class FakeLauncher:
         self.launches.append((spec, stream, pointers))
 
 
-def use_cpu_runtime(monkeypatch: pytest.MonkeyPatch, root: Path, launcher) -> DeviceKernels:
+class FakeCachingAllocator:
+    """PyTorch's raw caching-allocator entry points (what ops takes the split workspace from) on CPU memory:
+    records each block's address, size and stream, and which are still live."""
+
+    def __init__(self):
+        self.blocks: list[tuple[int, int, int]] = []  # (address, bytes, stream), in allocation order
+        self.live: dict[int, torch.Tensor] = {}
+
+    def raw_alloc(self, size: int, stream: int) -> int:
+        block = torch.full((size,), 0xAB, dtype=torch.uint8)
+        self.live[block.data_ptr()] = block
+        self.blocks.append((block.data_ptr(), size, stream))
+        return block.data_ptr()
+
+    def raw_delete(self, address: int) -> None:
+        del self.live[address]  # KeyError: freed twice, or never allocated here
+
+
+def use_cpu_runtime(monkeypatch: pytest.MonkeyPatch, root: Path, launcher,
+                    allocator: FakeCachingAllocator) -> DeviceKernels:
     """ops with CPU tensors in the role of one CUDA device (a tensor elsewhere, e.g. on meta, is on another
-    device), the kernels of `root` loaded through `launcher`, an empty plan cache and no environment settings."""
+    device; the CPU device has index None, which is also the current device), the kernels of `root` loaded through
+    `launcher`, workspaces from `allocator`, an empty plan cache and no environment settings."""
     kernels = DeviceKernels(Catalog(root), 0, "sm90", launcher)
     kernels.load_tables()  # as prepare() does
     monkeypatch.setattr(ops, "check_devices", functools.partial(validation.check_devices, device_type="cpu"))
@@ -69,6 +89,9 @@ def use_cpu_runtime(monkeypatch: pytest.MonkeyPatch, root: Path, launcher) -> De
     monkeypatch.setattr(ops, "_plans", {})
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: STREAM, raising=False)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: None, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", allocator.raw_alloc, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", allocator.raw_delete, raising=False)
     monkeypatch.delenv(paths.FORCE_ENV, raising=False)
     monkeypatch.delenv(paths.CHECK_ENV, raising=False)
     return kernels

@@ -141,7 +141,7 @@ def test_valid_spec_reaches_the_driver(launcher):
 
 
 def test_other_functions_validate_first(launcher):
-    with pytest.raises(TypeError, match=r"primary_context\(\) takes 1 to 1 positional arguments \(0 given\)"):
+    with pytest.raises(TypeError, match=r"primary_context\(\) takes exactly one argument \(0 given\)"):
         launcher.primary_context()
     with pytest.raises(OverflowError, match=r"primary_context\(\): device must be in \[0, 2147483647\]"):
         launcher.primary_context(-1)

@@ -4,6 +4,7 @@ this call's pointers; a call that differs in one thing the checks read misses, a
 check refuses it. The property test drives random sequences of such calls."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 from collections import Counter
@@ -18,7 +19,8 @@ from sparse_mla_aot.contract import COMBINE_ARG_NAMES, COMBINE_NAME, SPLIT_ARG_N
 from sparse_mla_aot.plan import combine_arguments, make_plan, split_arguments, workspace_elements
 from sparse_mla_aot.reference import make_inputs
 from sparse_mla_aot.validation import check_arguments, check_devices
-from tests.fake_runtime import STREAM, FakeLauncher, decode_spec, use_cpu_runtime, write_runtime_kernel_dir
+from tests.fake_runtime import (STREAM, FakeCachingAllocator, FakeLauncher, decode_spec, use_cpu_runtime,
+                                write_runtime_kernel_dir)
 from tests.test_properties import ARGUMENTS, _env, _settings, cases
 
 SEQUENCE_EXAMPLES = 150
@@ -35,8 +37,8 @@ def kernel_root(tmp_path_factory):
 
 @pytest.fixture
 def runtime(monkeypatch, kernel_root):
-    launcher = FakeLauncher()
-    kernels = use_cpu_runtime(monkeypatch, kernel_root, launcher)
+    launcher, allocator = FakeLauncher(), FakeCachingAllocator()
+    kernels = use_cpu_runtime(monkeypatch, kernel_root, launcher, allocator)
     checks = Counter()
     real_check = ops.check_arguments
 
@@ -45,7 +47,7 @@ def runtime(monkeypatch, kernel_root):
         return real_check(*args, **kwargs)
 
     monkeypatch.setattr(ops, "check_arguments", counting_check)
-    return launcher, kernels, checks
+    return launcher, kernels, checks, allocator
 
 
 def full_check(args: dict):
@@ -96,17 +98,18 @@ def expected_launch(args: dict, pointers: tuple, kernels) -> dict:
                       "shared_bytes": split.shared_bytes, "programmatic": False, "args": {**split_args, **scratch}},
             "combine": combine}
 
-def run(args: dict, launcher, kernels, checks) -> tuple[str, object]:
-    """One op call compared with the oracle: ("hit" | "miss", the launch) or ("refused", the error)."""
+def run(args: dict, launcher, kernels, checks, allocator) -> tuple[str, object]:
+    """One op call compared with the oracle: ("hit" | "miss", the launch) or ("refused", the error). Either way no
+    workspace outlives the call; a launch's workspace is the block this call took on the current stream."""
     expected = full_check(args)
-    before, launches = checks["full"], len(launcher.launches)
+    before, launches, blocks = checks["full"], len(launcher.launches), len(allocator.blocks)
     try:
         out, lse = ops.sparse_mla_decode(**args)
     except (ValueError, TypeError) as error:
         assert expected is not None, f"refused a call the full check accepts: {error}"
         assert (type(error), str(error)) == (type(expected), str(expected))
         assert NAMED.match(str(error)), f"the error does not name an argument: {error}"
-        assert len(launcher.launches) == launches
+        assert len(launcher.launches) == launches and len(allocator.blocks) == blocks
         return "refused", error
     assert expected is None, f"accepted a call the full check refuses ({type(expected).__name__}: {expected})"
     assert len(launcher.launches) == launches + 1
@@ -115,9 +118,20 @@ def run(args: dict, launcher, kernels, checks) -> tuple[str, object]:
     tensors = [args.get(name) for name in plan_cache.TENSOR_SOURCES]
     assert pointers[:len(tensors)] == tuple(0 if t is None else t.data_ptr() for t in tensors)
     assert pointers[plan_cache.OUT] == out.data_ptr() and pointers[plan_cache.LSE] == lse.data_ptr()
+    assert (out.dtype, lse.dtype, out.device, lse.device) == (torch.bfloat16, torch.float32, args["q"].device,
+                                                              args["q"].device)
     if args.get("out") is not None:
         assert out is args["out"] and lse.shape == args["q"].shape[:3]
-    assert decode_spec(spec, pointers, kernels) == expected_launch(args, pointers, kernels)
+    launched = decode_spec(spec, pointers, kernels)
+    assert launched == expected_launch(args, pointers, kernels)
+    taken = allocator.blocks[blocks:]
+    if launched["combine"] is None:
+        assert pointers[plan_cache.WORKSPACE] == 0 and not taken
+    else:
+        rows, h_q = launched["combine"]["grid"][:2]  # partial out [rows, h_q, splits, 512] + lse, fp32
+        splits = launched["combine"]["args"]["num_splits"]
+        assert taken == [(pointers[plan_cache.WORKSPACE], rows * h_q * splits * (512 + 1) * 4, stream)]
+    assert not allocator.live
     return ("miss" if checks["full"] > before else "hit"), spec
 
 
@@ -184,7 +198,7 @@ def test_one_thing_changed_misses_or_is_refused_like_the_full_check(runtime, cha
 
 
 def test_force_setting_is_part_of_the_signature(runtime, monkeypatch):
-    launcher, kernels, checks = runtime
+    launcher, kernels, checks, _ = runtime
     args = inputs("v32", b=1)
     _, table_spec = run(args, *runtime)
     monkeypatch.setenv(FORCE, "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2")
@@ -199,7 +213,7 @@ def test_force_setting_is_part_of_the_signature(runtime, monkeypatch):
 
 def test_forcing_context_is_part_of_the_signature(runtime, monkeypatch):
     """tune and ab pin variants with dispatch.forcing(), not the environment: each pin is its own plan."""
-    launcher, kernels, checks = runtime
+    launcher, kernels, checks, _ = runtime
     args = inputs("v32", b=1)
     _, table_spec = run(args, *runtime)
     with dispatch.forcing("block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2"):
@@ -227,31 +241,59 @@ def test_the_cache_is_bounded(runtime, monkeypatch):
     assert len(ops._plans) == 1  # the third signature started the cache over
 
 
-def _workspace_of_last_launch(launcher) -> int:
-    return launcher.launches[-1][2][plan_cache.WORKSPACE]
-
-
-def test_every_call_takes_a_new_workspace_from_the_allocator(runtime, monkeypatch):
-    """Nothing the call allocates outlives it (torch.compile's cudagraph trees refuse a pool tensor kept past a
-    call): each launch's workspace is a torch.empty of the plan's size made by that call."""
-    launcher, _, _ = runtime
-    made = []
-
-    def recording_empty(*args, **kwargs):
-        tensor = torch.zeros(*args, **kwargs)  # distinct contents, same allocator
-        made.append(tensor)
-        return tensor
-
-    monkeypatch.setattr(ops.torch, "empty", recording_empty)
+def test_every_call_takes_its_own_workspace_and_frees_it(runtime):
+    """Nothing the call allocates outlives it (torch.compile's cudagraph trees refuse pool memory kept past a
+    call): each launch's workspace is a block this call took from the caching allocator on its stream (run()
+    checks size and stream) and freed after the launch; a call on another stream takes it on that stream."""
+    launcher, _, _, allocator = runtime
     args = inputs(b=1)
-    for _ in range(2):
-        before = len(made)
+    run(args, *runtime)
+    run(args, *runtime)
+    assert len(allocator.blocks) == 2 and not allocator.live
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: STREAM + 1)
         run(args, *runtime)
-        workspaces = [t for t in made[before:] if t.data_ptr() == _workspace_of_last_launch(launcher)]
-        assert len(workspaces) == 1 and workspaces[0].dtype == torch.float32
-        assert workspaces[0].numel() == ops._plans[next(iter(ops._plans))].workspace_elements
+    assert allocator.blocks[-1][2] == STREAM + 1
     assert not [name for name, value in vars(ops).items() if isinstance(value, dict) and any(
         isinstance(v, torch.Tensor) for v in value.values())]  # no tensor kept in a module-level cache
+
+
+def test_a_failed_launch_still_frees_its_workspace(runtime, monkeypatch):
+    launcher, _, _, allocator = runtime
+    args = inputs(b=1)
+    run(args, *runtime)
+
+    def failing_launch(spec, stream, *pointers):
+        raise RuntimeError("cuLaunchKernelEx (split kernel) failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+
+    plan = next(iter(ops._plans.values()))
+    monkeypatch.setitem(ops._plans, next(iter(ops._plans)), dataclasses.replace(plan, launch=failing_launch))
+    with pytest.raises(RuntimeError, match="CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"):
+        ops.sparse_mla_decode(**args)
+    assert len(allocator.blocks) == 2 and not allocator.live
+
+
+def test_a_workspace_for_a_device_other_than_the_current_one_is_taken_on_that_device(runtime, monkeypatch):
+    """The allocator's raw entry point allocates on the current device: the call makes the plan's current around it."""
+    launcher, _, _, allocator = runtime
+    args = inputs(b=1)
+    run(args, *runtime)
+    entered = []
+
+    class RecordingDevice:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            entered.append(self.index)
+
+        def __exit__(self, *exc):
+            entered.append("exit")
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 1, raising=False)
+    monkeypatch.setattr(ops.torch.cuda, "device", RecordingDevice)
+    assert run(args, *runtime)[0] == "hit"
+    assert entered == [None, "exit"]  # the plan's device (the CPU stand-in's index), then back
 
 
 # ---------------------------------------------------------------------------------------------- property

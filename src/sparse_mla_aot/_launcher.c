@@ -1,12 +1,11 @@
 /* sparse_mla_aot._launcher: the runtime's only CUDA driver calls. Python limited API (abi3, >= 3.10).
  *  - libcuda.so.1 is dlopen()ed on first use, never linked: importing works without a driver; calls that need one
  *    fail with a RuntimeError naming it. Global state: the resolved entry points.
- *  - launch() is the per-call path. A spec (packed by launch.py once per plan) holds both kernels' functions, grids
- *    and argument buffers with every scalar in place; a call writes its pointers into the buffers' slots and makes
- *    one cuLaunchKernelEx per kernel (a kernel marked programmatic is a programmatic dependent launch of the one
- *    before it; an all-zero second kernel is none). Everything is checked before the driver is touched.
- *  - The device's primary context (the CUDA runtime's, so torch's) is made current only when the thread's differs
- *    (one cuCtxGetCurrent otherwise), and the caller's is restored afterwards. */
+ *  - launch() is the per-call path: a spec (packed by launch.py once per plan: both kernels' functions, grids and
+ *    argument buffers with every scalar in place) gets the call's pointers in its slots, is checked, and each kernel
+ *    goes to cuLaunchKernelEx (programmatic: a programmatic dependent launch of the one before; an all-zero second
+ *    kernel is none). The device's primary context (torch's) is made current only when the thread's differs (one
+ *    cuCtxGetCurrent otherwise), and the caller's is restored afterwards. */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030A0000
 #endif
@@ -36,7 +35,6 @@ typedef struct {
     unsigned int grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
     CUstream stream; CUlaunchAttribute *attrs; unsigned int num_attrs;
 } CUlaunchConfig;
-#define DEFAULT_MAX_DYNAMIC_SHARED 49152 /* above this a kernel must opt in */
 
 /* The spec launch.py packs (little-endian, every field 8 bytes, so no padding). */
 #define MAX_ARG_BYTES 256
@@ -50,16 +48,16 @@ typedef struct {
 } kernel_spec;
 typedef struct { uint64_t context; kernel_spec kernels[2]; } launch_spec;
 
-static CUresult (*p_cuInit)(unsigned int);
-static CUresult (*p_cuDeviceGet)(CUdevice *, int);
-static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-static CUresult (*p_cuCtxGetCurrent)(CUcontext *);
-static CUresult (*p_cuCtxSetCurrent)(CUcontext);
-static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
-static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
-static CUresult (*p_cuFuncSetAttribute)(CUfunction, int, int);
-static CUresult (*p_cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
-static CUresult (*p_cuGetErrorName)(CUresult, const char **);
+/* The driver entry points used, each with its parameter types; each becomes a pointer p_<name>. */
+#define DRIVER_ENTRY_POINTS(X)                                                                                    \
+    X(cuInit, (unsigned int)) X(cuDeviceGet, (CUdevice *, int)) X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice)) \
+    X(cuCtxGetCurrent, (CUcontext *)) X(cuCtxSetCurrent, (CUcontext)) X(cuModuleLoadData, (CUmodule *, const void *)) \
+    X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *)) X(cuFuncSetAttribute, (CUfunction, int, int))    \
+    X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))                                   \
+    X(cuGetErrorName, (CUresult, const char **))
+#define DECLARE(fn, params) static CUresult(*p_##fn) params;
+DRIVER_ENTRY_POINTS(DECLARE)
+#undef DECLARE
 
 static int g_driver_state; /* 0 not tried, 1 loaded, -1 failed (sticky: the message would not change) */
 static char g_load_error[512];
@@ -71,12 +69,10 @@ static int ensure_driver(void)
     if (g_driver_state == 0) {
         lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         g_driver_state = lib ? 1 : -1;
-#define RESOLVE(fn)                                                                     \
+#define RESOLVE(fn, params)                                                       \
         if (g_driver_state == 1 && (*(void **)&p_##fn = dlsym(lib, #fn)) == NULL) \
             g_driver_state = -1;
-        RESOLVE(cuInit) RESOLVE(cuDeviceGet) RESOLVE(cuDevicePrimaryCtxRetain) RESOLVE(cuCtxGetCurrent)
-        RESOLVE(cuCtxSetCurrent) RESOLVE(cuModuleLoadData) RESOLVE(cuModuleGetFunction)
-        RESOLVE(cuFuncSetAttribute) RESOLVE(cuLaunchKernelEx) RESOLVE(cuGetErrorName)
+        DRIVER_ENTRY_POINTS(RESOLVE)
 #undef RESOLVE
         if (g_driver_state < 0) {
             const char *error = dlerror();
@@ -103,28 +99,25 @@ static int raise_cu(const char *what, CUresult r)
 /* An int argument in [lo, hi] as uint64; -1 with TypeError/OverflowError naming it. */
 static int get_u64(PyObject *obj, uint64_t lo, uint64_t hi, uint64_t *out, const char *fname, const char *what)
 {
-    unsigned long long v;
-    if (!PyLong_Check(obj)) {
+    unsigned long long v = PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : 0;
+    if (!PyLong_Check(obj))
         PyErr_Format(PyExc_TypeError, "%s(): %s must be an int, not %R", fname, what, (PyObject *)Py_TYPE(obj));
-        return -1;
-    }
-    v = PyLong_AsUnsignedLongLong(obj);
-    if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v < lo || v > hi) {
+    else if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v < lo || v > hi) {
         PyErr_Clear();
         PyErr_Format(PyExc_OverflowError, "%s(): %s must be in [%llu, %llu]", fname, what,
                      (unsigned long long)lo, (unsigned long long)hi);
-        return -1;
+    } else {
+        *out = v;
+        return 0;
     }
-    *out = v;
-    return 0;
+    return -1;
 }
 
 static int check_nargs(const char *fname, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
 {
-    if (nargs >= lo && nargs <= hi)
-        return 0;
-    PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd positional arguments (%zd given)", fname, lo, hi, nargs);
-    return -1;
+    if (nargs < lo || nargs > hi)
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd positional arguments (%zd given)", fname, lo, hi, nargs);
+    return nargs < lo || nargs > hi ? -1 : 0;
 }
 
 /* Make ctx current; *previous is the context to restore afterwards (NULL: none, the thread had no context and
@@ -134,10 +127,8 @@ static int enter_context(CUcontext ctx, CUcontext *previous)
     CUcontext current = NULL;
     CUresult r = p_cuCtxGetCurrent(&current);
     *previous = NULL;
-    if (r != CUDA_SUCCESS)
-        return raise_cu("cuCtxGetCurrent", r);
-    if (current == ctx)
-        return 0;
+    if (r != CUDA_SUCCESS || current == ctx)
+        return r == CUDA_SUCCESS ? 0 : raise_cu("cuCtxGetCurrent", r);
     if ((r = p_cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
         return raise_cu("cuCtxSetCurrent", r);
     *previous = current;
@@ -156,14 +147,13 @@ static int leave_context(CUcontext previous)
 
 /* primary_context(device: int) -> int: the device's primary context, retained for the process's lifetime
  * (loaded modules live in it). */
-static PyObject *py_primary_context(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+static PyObject *py_primary_context(PyObject *Py_UNUSED(self), PyObject *device)
 {
     uint64_t ordinal;
     CUdevice dev;
     CUcontext ctx = NULL;
     CUresult r;
-    if (check_nargs("primary_context", nargs, 1, 1) < 0
-        || get_u64(args[0], 0, INT32_MAX, &ordinal, "primary_context", "device") < 0 || ensure_driver() < 0)
+    if (get_u64(device, 0, INT32_MAX, &ordinal, "primary_context", "device") < 0 || ensure_driver() < 0)
         return NULL;
     if ((r = p_cuInit(0)) != CUDA_SUCCESS || (r = p_cuDeviceGet(&dev, (int)ordinal)) != CUDA_SUCCESS
         || (r = p_cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) {
@@ -174,7 +164,7 @@ static PyObject *py_primary_context(PyObject *Py_UNUSED(self), PyObject *const *
 }
 
 /* load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: load a cubin or
- * NUL-terminated PTX into the context, look up the kernel, opt in to > 48 KiB dynamic shared memory. */
+ * NUL-terminated PTX into the context, look up the kernel, set its dynamic shared memory limit (> 48 KiB opts in). */
 static PyObject *py_load_function(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     uint64_t ctx, smem;
@@ -210,8 +200,7 @@ static PyObject *py_load_function(PyObject *Py_UNUSED(self), PyObject *const *ar
         snprintf(what, sizeof(what), "cuModuleLoadData for kernel '%s'", name);
     else if ((r = p_cuModuleGetFunction(&fn, mod, name)) != CUDA_SUCCESS)
         snprintf(what, sizeof(what), "cuModuleGetFunction for kernel '%s'", name);
-    else if (smem > DEFAULT_MAX_DYNAMIC_SHARED
-             && (r = p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem)) != 0)
+    else if ((r = p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem)) != 0)
         snprintf(what, sizeof(what), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=%llu) for kernel '%s' "
                  "(more than the device's opt-in limit?)", (unsigned long long)smem, name);
     if (r != CUDA_SUCCESS)
@@ -243,7 +232,7 @@ static int check_kernel(const kernel_spec *k, Py_ssize_t sources, int which)
 static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     launch_spec spec;
-    uint64_t stream, pointers[MAX_SOURCES], buffers[2][MAX_ARG_BYTES / 8];
+    uint64_t stream, pointers[MAX_SOURCES];
     Py_ssize_t sources = nargs - 2, i;
     CUcontext previous;
     CUresult r = CUDA_SUCCESS;
@@ -268,18 +257,17 @@ static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
     for (i = 0; i < sources; i++)
         if (get_u64(args[2 + i], 0, UINT64_MAX, &pointers[i], "launch", "a pointer") < 0)
             return NULL;
-    for (k = 0; k < kernels; k++) {
-        const kernel_spec *ks = &spec.kernels[k];
-        memcpy(buffers[k], ks->args, ks->arg_bytes);
-        for (i = 0; i < (Py_ssize_t)ks->pointer_count; i++)
-            buffers[k][ks->pointers[i].offset / 8] = pointers[ks->pointers[i].source] + ks->pointers[i].addend;
-    }
+    for (k = 0; k < kernels; k++) /* the pointers into the argument buffers of this call's copy of the spec */
+        for (i = 0; i < (Py_ssize_t)spec.kernels[k].pointer_count; i++) {
+            const pointer_slot *slot = &spec.kernels[k].pointers[i];
+            spec.kernels[k].args[slot->offset / 8] = pointers[slot->source] + slot->addend;
+        }
     if (ensure_driver() < 0 || enter_context((CUcontext)(uintptr_t)spec.context, &previous) < 0)
         return NULL;
     for (k = 0; k < kernels && r == CUDA_SUCCESS; k++) {
         const kernel_spec *ks = &spec.kernels[k];
         size_t size = ks->arg_bytes;
-        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffers[k], CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, spec.kernels[k].args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                          CU_LAUNCH_PARAM_END};
         CUlaunchAttribute programmatic = {CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, {0}, {.value = 1}};
         CUlaunchConfig config = {(unsigned int)ks->grid[0], (unsigned int)ks->grid[1], (unsigned int)ks->grid[2],
@@ -297,7 +285,7 @@ static PyObject *py_launch(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
 #define FASTCALL(fn) ((PyCFunction)(void (*)(void))(fn))
 
 static PyMethodDef launcher_methods[] = {
-    {"primary_context", FASTCALL(py_primary_context), METH_FASTCALL,
+    {"primary_context", py_primary_context, METH_O,
      "primary_context(device: int) -> int: the device's primary CUDA context (retained)."},
     {"load_function", FASTCALL(py_load_function), METH_FASTCALL,
      "load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: a CUfunction."},

@@ -94,22 +94,32 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
             if len(_plans) >= plan_cache.MAX_PLANS:
                 _plans.clear()
             _plans[key] = plan
-    device = plan.device
     stream = torch._C._cuda_getCurrentRawStream(plan.device_index)  # current_stream().cuda_stream without a Stream
-    # The split workspace comes from PyTorch's allocator on every call: under CUDA-graph capture from the graph's pool,
-    # and never kept past the call (a workspace cached per stream was allocated inside torch.compile's cudagraph-tree
-    # pool during its warm-up and outlived it, which cudagraph trees refuse); two threads on two streams each get
-    # their own from the caching allocator.
-    # (None for one split; held until the launch, so that out and lse cannot take its block).
-    workspace = (torch.empty(plan.workspace_elements, dtype=torch.float32, device=device)
-                 if plan.workspace_elements else None)
     if out is None:
-        out = torch.empty(plan.out_shape, dtype=torch.bfloat16, device=device)
+        out = q.new_empty(plan.out_shape)  # q's device and dtype (bf16): cheaper to parse than torch.empty
     if lse is None:
-        lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=device)
-    plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors],
-                0 if workspace is None else workspace.data_ptr(), out.data_ptr(), lse.data_ptr())
+        lse = q.new_empty(plan.lse_shape, dtype=torch.float32)
+    workspace = _allocate_workspace(plan, stream) if plan.workspace_bytes else 0
+    try:
+        plan.launch(plan.spec, stream, *[0 if t is None else t.data_ptr() for t in tensors], workspace,
+                    out.data_ptr(), lse.data_ptr())
+    finally:
+        if workspace:
+            torch._C._cuda_cudaCachingAllocator_raw_delete(workspace)
     return out, lse
+
+
+def _allocate_workspace(plan: plan_cache.CachedPlan, stream: int) -> int:
+    """The split workspace: a block of PyTorch's caching allocator on the call's stream, as an address (a Tensor
+    would cost a few us more per call). Under CUDA-graph capture, and in torch.compile's cudagraph-tree warm-up,
+    the allocator routes it to the graph's pool by stream. The caller frees it right after the launch: like a
+    dropped tensor, the block is reused only by work ordered after it on that stream, and nothing outlives the call
+    (a per-stream cached workspace was allocated in a cudagraph-tree pool during warm-up, which those trees refuse);
+    two threads on two streams each get their own."""
+    if torch._C._cuda_getDevice() == plan.device_index:  # raw_alloc allocates on the current device
+        return torch._C._cuda_cudaCachingAllocator_raw_alloc(plan.workspace_bytes, stream)
+    with torch.cuda.device(plan.device_index):
+        return torch._C._cuda_cudaCachingAllocator_raw_alloc(plan.workspace_bytes, stream)
 
 
 def _plan_call(q, k_cache, indices, softmax_scale, **options) -> plan_cache.CachedPlan:

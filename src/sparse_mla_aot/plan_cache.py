@@ -28,9 +28,8 @@ FP32_BYTES = 4
 class CachedPlan:
     spec: bytes  # both kernels with every scalar argument in place (launch.DeviceKernels.launch_spec)
     launch: Callable  # the native launcher's launch(spec, stream, *pointers)
-    device: torch.device
     device_index: int
-    workspace_elements: int  # fp32; 0: one split, no workspace
+    workspace_bytes: int  # 0: one split, no workspace
     out_shape: tuple[int, int, int, int]
     lse_shape: tuple[int, int, int]
 
@@ -75,5 +74,5 @@ def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: Loa
         combine = plan.combine_grid, combine_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT),
                                                        Pointer(LSE), pointer=as_is)
     spec = kernels.launch_spec(split, plan.split_grid, split_values, combine, programmatic_combine)
-    return CachedPlan(spec, kernels.launcher.launch, device, device.index, total,
+    return CachedPlan(spec, kernels.launcher.launch, device.index, total * FP32_BYTES,
                       (call.batch, call.s_q, call.h_q, D_V), (call.batch, call.s_q, call.h_q))
