@@ -110,12 +110,12 @@ def sparse_mla_decode(q, k_cache, indices, softmax_scale, *, kv_format=None, att
 
 
 def _allocate_workspace(plan: plan_cache.CachedPlan, stream: int) -> int:
-    """The split workspace: a block of PyTorch's caching allocator on the call's stream, as an address (a Tensor
-    would cost a few us more per call). Under CUDA-graph capture, and in torch.compile's cudagraph-tree warm-up,
-    the allocator routes it to the graph's pool by stream. The caller frees it right after the launch: like a
-    dropped tensor, the block is reused only by work ordered after it on that stream, and nothing outlives the call
-    (a per-stream cached workspace was allocated in a cudagraph-tree pool during warm-up, which those trees refuse);
-    two threads on two streams each get their own."""
+    """The split workspace: a block of PyTorch's caching allocator on the call's stream, as an address (a
+    torch.empty of it took 1.4-2.3 us more on the H200's host, bench/RESULTS.md). Under CUDA-graph capture, and in
+    torch.compile's cudagraph-tree warm-up, the allocator routes it to the graph's pool by stream. The caller frees
+    it right after the launch: like a dropped tensor's, the block is reused only by work ordered after it on that
+    stream, and nothing outlives the call (a per-stream cached workspace was allocated in a cudagraph-tree pool
+    during warm-up, which those trees refuse); two threads on two streams each get their own."""
     if torch._C._cuda_getDevice() == plan.device_index:  # raw_alloc allocates on the current device
         return torch._C._cuda_cudaCachingAllocator_raw_alloc(plan.workspace_bytes, stream)
     with torch.cuda.device(plan.device_index):
