@@ -99,25 +99,28 @@ static int raise_cu(const char *what, CUresult r)
 /* An int argument in [lo, hi] as uint64; -1 with TypeError/OverflowError naming it. */
 static int get_u64(PyObject *obj, uint64_t lo, uint64_t hi, uint64_t *out, const char *fname, const char *what)
 {
-    unsigned long long v = PyLong_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : 0;
-    if (!PyLong_Check(obj))
+    unsigned long long v;
+    if (!PyLong_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s(): %s must be an int, not %R", fname, what, (PyObject *)Py_TYPE(obj));
-    else if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v < lo || v > hi) {
+        return -1;
+    }
+    v = PyLong_AsUnsignedLongLong(obj);
+    if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v < lo || v > hi) {
         PyErr_Clear();
         PyErr_Format(PyExc_OverflowError, "%s(): %s must be in [%llu, %llu]", fname, what,
                      (unsigned long long)lo, (unsigned long long)hi);
-    } else {
-        *out = v;
-        return 0;
+        return -1;
     }
-    return -1;
+    *out = v;
+    return 0;
 }
 
 static int check_nargs(const char *fname, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi)
 {
-    if (nargs < lo || nargs > hi)
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd positional arguments (%zd given)", fname, lo, hi, nargs);
-    return nargs < lo || nargs > hi ? -1 : 0;
+    if (nargs >= lo && nargs <= hi)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd positional arguments (%zd given)", fname, lo, hi, nargs);
+    return -1;
 }
 
 /* Make ctx current; *previous is the context to restore afterwards (NULL: none, the thread had no context and
@@ -127,8 +130,10 @@ static int enter_context(CUcontext ctx, CUcontext *previous)
     CUcontext current = NULL;
     CUresult r = p_cuCtxGetCurrent(&current);
     *previous = NULL;
-    if (r != CUDA_SUCCESS || current == ctx)
-        return r == CUDA_SUCCESS ? 0 : raise_cu("cuCtxGetCurrent", r);
+    if (r != CUDA_SUCCESS)
+        return raise_cu("cuCtxGetCurrent", r);
+    if (current == ctx)
+        return 0;
     if ((r = p_cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
         return raise_cu("cuCtxSetCurrent", r);
     *previous = current;
