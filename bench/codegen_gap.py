@@ -9,7 +9,7 @@ the JIT's value specialization? Per (variant, batch rows, split count), on one G
 ours ~ JIT-unspecialized << JIT: specialization; JIT-unspecialized ~ JIT << ours: the Triton version.
 Device times as peers.py measures them (graph replay over rotating input sets, median). Writes $OUT/codegen_gap.json.
 
-    python bench/codegen_gap.py --points v32_bh64_bt32_w4_s1:64:2,v32_bh64_bt32_w8_s2:8:8
+    python bench/codegen_gap.py --points v32_fused_bh64_bt32_w4_s1:64:2,v32_fused_bh64_bt32_w8_s2:8:8
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""GPU acceptance run for the installed wheel (issues: build pipeline, wheel): numerics of chosen sm90 variants
-through the native launcher, the dispatched op at serving shapes, CUDA-graph replay with fresh inputs, two threads
-on two streams, no memory kept past a call, the capture rules, and cold start (host time per call:
-bench/host_overhead.py). Prints a table per check; writes the figures as JSON to $OUT (or ./gpu_check.json).
+"""GPU acceptance run for the installed wheel: numerics of forced variants (a sample of the fused family, every
+shipped ws variant) through the native launcher, every ws variant's CUDA-graph replay with fresh inputs, the
+dispatched op at serving shapes, eager and replayed, two threads on two streams, no memory kept past a call, the
+capture rules, and cold start (host time per call: bench/host_overhead.py). Prints a table per check and every
+failure; writes the figures as JSON to $OUT (or ./gpu_check_<target>.json); exits 1 when any check failed.
 
     python bench/h200_check.py            # with sparse_mla_aot installed from wheels/
 """
@@ -16,7 +17,7 @@ import sys
 import torch
 
 import sparse_mla_aot
-from sparse_mla_aot import sparse_mla_decode
+from sparse_mla_aot import ops, sparse_mla_decode
 from sparse_mla_aot.contract import COMBINE_NAME, Variant
 from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
@@ -42,23 +43,85 @@ def _check(inputs: dict, out, lse) -> dict:
     return check_close(out.float(), lse, ref_out.float(), ref_lse.float())
 
 
+def _forced(inputs: dict, variant: Variant, splits: int) -> dict:
+    """The numerics figures of `variant` forced at `splits`, or {"ok": None, "pruned": reason} when the wheel
+    ships it pruned for this target: only that error; any other is the check's failure."""
+    try:
+        with forcing(force_spec(variant, splits)):
+            return _check(inputs, *_decode(inputs))
+    except ValueError as error:
+        if "was pruned for" not in str(error):
+            raise
+        return {"ok": None, "pruned": str(error)}
+
+
+# Per family: the shapes each variant is checked on (h_q 8 leaves a head block half empty; h_q 32 spans head blocks)
+# at one split (the split kernel writes out, lse and the sink itself) and at 3 (partials and the combine kernel).
+WS_CASES = [("model1", dict(h_q=16, topk=512, extra_topk=128)), ("model1", dict(h_q=8, topk=256, extra_topk=64)),
+            ("v32", dict(h_q=32, topk=1024)), ("v32", dict(h_q=16, topk=256))]
+
+
 def variant_numerics() -> list:
-    """bh {16, 64} x bt {16, 32} x tiles in flight {1, 2}, 8 warps (block_h 64 needs them), both layouts, forced,
-    4 splits."""
+    """Forced variants, b=3, s_q=2 (6 rows), sink + topk_length (+ the extra set for model1): fused bh {16, 64} x
+    bt {16, 32} x tiles in flight {1, 2}, 8 warps, at h_q 64, 4 splits; every shipped ws variant on WS_CASES at 1
+    and 3 splits."""
     rows = []
     for kv_format in ("v32", "model1"):
-        inputs = _inputs(kv_format, 4, 1, seed=1, h_q=64)
+        inputs = _inputs(kv_format, 3, 2, seed=1, h_q=64)
         for bh in (16, 64):
             for bt in (16, 32):
                 for stages in (1, 2):
-                    variant = Variant(kv_format, bh, bt, 8, stages)
-                    try:
-                        with forcing(force_spec(variant, 4)):
-                            figures = _check(inputs, *_decode(inputs))
-                    except ValueError as error:  # pruned for this target: say so, with the reason
-                        figures = {"ok": None, "pruned": str(error)}
-                    rows.append({"kv_format": kv_format, "variant": variant.name, **figures})
+                    variant = Variant(kv_format, "fused", bh, bt, 8, stages)
+                    rows.append({"kv_format": kv_format, "variant": variant.name, "case": "h_q 64, 4 splits",
+                                 **_forced(inputs, variant, 4)})
+    shipped = ops.catalog().shipped(RESULTS["target"])
+    ws = [r.variant for r in shipped.values() if r.variant and r.variant.family == "ws"]
+    for i, (kv_format, shape) in enumerate(WS_CASES):
+        inputs = make_inputs(3, 2, kv_format=kv_format, with_sink=True, with_topk_length=True, seed=20 + i,
+                             device="cuda", **shape)
+        for variant in sorted(v for v in ws if v.kv_format == kv_format):
+            for splits in (1, 3):
+                case = f"h_q {shape['h_q']} topk {shape['topk']}+{shape.get('extra_topk', 0)}, {splits} split(s)"
+                rows.append({"kv_format": kv_format, "variant": variant.name, "case": case,
+                             **_forced(inputs, variant, splits)})
     return rows
+
+
+def ws_graph_replays() -> list:
+    """Every shipped ws variant captured once (forced, 3 splits) and replayed with fresh q, cache bytes, indices and
+    lengths copied into the captured tensors: the replay passes the numerics rule and equals an eager call."""
+    rows = []
+    shipped = ops.catalog().shipped(RESULTS["target"])
+    for name in sorted(n for n, r in shipped.items() if r.variant and r.variant.family == "ws"):
+        variant = shipped[name].variant
+        with forcing(force_spec(variant, 3)):
+            rows.append({"variant": name, **_replay_fresh(variant.kv_format, 4, 1, seed=500, h_q=16,
+                                                          **({"topk": 512, "extra_topk": 128}
+                                                             if variant.kv_format == "model1" else {"topk": 1024}))})
+    return rows
+
+
+def _replay_fresh(kv_format: str, b: int, s_q: int, seed: int, **shape) -> dict:
+    """Capture one call, copy fresh inputs (new q, cache bytes, indices, lengths, sink) into the captured tensors,
+    replay: the figures of the replay, and whether it equals an eager call on the fresh inputs."""
+    static = _inputs(kv_format, b, s_q, seed=seed, **shape)
+    sparse_mla_decode(**static)  # loads the kernels outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_lse = sparse_mla_decode(**static)
+    fresh = _inputs(kv_format, b, s_q, seed=seed + 1, **shape)
+    for key in ("q", "indices", "topk_length", "extra_indices", "extra_topk_length", "attn_sink"):
+        if static.get(key) is not None:
+            static[key].copy_(fresh[key])
+    for key in ("k_cache", "extra_k_cache"):
+        if static.get(key) is not None:
+            static[key].untyped_storage().copy_(fresh[key].untyped_storage())
+    graph.replay()
+    torch.cuda.synchronize()
+    e_out, e_lse = _decode(fresh)
+    return {"replay": _check(fresh, g_out, g_lse),
+            "replay_equals_eager": bool(torch.equal(g_out, e_out) and torch.equal(g_lse, e_lse))}
 
 
 def dispatched_numerics_and_graphs() -> list:
@@ -68,27 +131,9 @@ def dispatched_numerics_and_graphs() -> list:
             for s_q in (1, 2):
                 eager_inputs = _inputs(kv_format, b, s_q, seed=10 + b + s_q)
                 figures = _check(eager_inputs, *_decode(eager_inputs))
-                # Capture with one set of inputs, then copy in fresh ones (new q, cache bytes, indices, lengths).
-                static = _inputs(kv_format, b, s_q, seed=100 + b)
-                torch.cuda.synchronize()
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    g_out, g_lse = sparse_mla_decode(**static)
-                fresh = _inputs(kv_format, b, s_q, seed=200 + b)
-                for key in ("q", "indices", "topk_length", "extra_indices", "extra_topk_length", "attn_sink"):
-                    if static.get(key) is not None:
-                        static[key].copy_(fresh[key])
-                for key in ("k_cache", "extra_k_cache"):
-                    if static.get(key) is not None:
-                        static[key].untyped_storage().copy_(fresh[key].untyped_storage())
-                graph.replay()
-                torch.cuda.synchronize()
-                e_out, e_lse = _decode(fresh)
-                same = bool(torch.equal(g_out, e_out) and torch.equal(g_lse, e_lse))
-                replay = _check(fresh, g_out, g_lse)
                 rows.append({"kv_format": kv_format, "b": b, "s_q": s_q, "explain":
                              sparse_mla_aot.explain(b, s_q, SHAPES[kv_format]["h_q"], kv_format),
-                             "eager": figures, "replay": replay, "replay_equals_eager": same})
+                             "eager": figures, **_replay_fresh(kv_format, b, s_q, seed=100 + b)})
     return rows
 
 
@@ -194,16 +239,48 @@ def cold_start(runs: int = 3) -> dict:
     return {"runs": values, "median_s": statistics.median(v["seconds"] for v in values)}
 
 
-def main() -> None:
+def _figures(r: dict) -> str:
+    return (f"rel_err {r['rel_err']:.2e}  cos {r['cos_diff']:.1e}  lse {r['lse_max_err']:.1e}  "
+            f"{'PASS' if r['ok'] else 'FAIL ' + '; '.join(r['failures'])}")
+
+
+def failures(results: dict) -> list[str]:
+    """Every check of `results` that failed, one line each (empty: all passed)."""
+    found = [f"{r['variant']} ({r['case']}): {'; '.join(r['failures'])}" for r in results["variants"]
+             if r["ok"] is False]
+    for r in results["dispatched"]:
+        where = f"dispatched {r['kv_format']} b={r['b']} s_q={r['s_q']}"
+        found += [f"{where} {kind}: {'; '.join(r[kind]['failures'])}" for kind in ("eager", "replay")
+                  if not r[kind]["ok"]]
+        found += [f"{where}: graph replay differs from eager"] if not r["replay_equals_eager"] else []
+    for r in results["ws_graph_replays"]:
+        found += [f"{r['variant']} graph replay: {'; '.join(r['replay']['failures'])}"] if not r["replay"]["ok"] else []
+        found += [f"{r['variant']}: graph replay differs from eager"] if not r["replay_equals_eager"] else []
+    if any(results["concurrent_streams"]["mismatches"]):
+        found.append(f"two streams: mismatches {results['concurrent_streams']['mismatches']}")
+    memory = results["memory_kept"]
+    if memory["bytes_after"] != memory["bytes_before"]:
+        found.append(f"allocator bytes {memory['bytes_before']} -> {memory['bytes_after']} after dropped outputs")
+    if not results["capture_rules"]["ok"]:
+        found.append(f"capture rules: {results['capture_rules']}")
+    if results["triton_in_sys_modules"]:
+        found.append("triton was imported by the runtime")
+    found += [f"cold start run {i}: {run}" for i, run in enumerate(results["cold_start"]["runs"])
+              if not run["correct"] or run["triton_imported"] != "False"]
+    return found
+
+
+def main() -> int:
     RESULTS["target"] = sparse_mla_aot.prepare()
     RESULTS["variants"] = variant_numerics()
-    print(f"{RESULTS['target']} variants (forced, 4 splits), b=4 h_q=64, sink + topk_length:")
+    print(f"{RESULTS['target']} forced variants, b=3 s_q=2, sink + topk_length:")
     for r in RESULTS["variants"]:
-        if r["ok"] is None:
-            print(f"  {r['kv_format']:<7} {r['variant']:<14} {r['pruned'][:110]}")
-            continue
-        print(f"  {r['kv_format']:<7} {r['variant']:<14} rel_err {r['rel_err']:.2e}  cos {r['cos_diff']:.1e}  "
-              f"lse {r['lse_max_err']:.1e}  {'PASS' if r['ok'] else 'FAIL ' + '; '.join(r['failures'])}")
+        detail = r["pruned"][:100] if r["ok"] is None else _figures(r)
+        print(f"  {r['variant']:<26} {r['case']:<32} {detail}")
+    RESULTS["ws_graph_replays"] = ws_graph_replays()
+    print("ws variants (forced, 3 splits), graph replay with fresh inputs:")
+    for r in RESULTS["ws_graph_replays"]:
+        print(f"  {r['variant']:<26} {_figures(r['replay'])}  ==eager {r['replay_equals_eager']}")
     RESULTS["dispatched"] = dispatched_numerics_and_graphs()
     print("dispatched op (v32 h128 topk 2048; model1 h64 topk 512 + 128 extra), eager and graph replay:")
     for r in RESULTS["dispatched"]:
@@ -221,10 +298,18 @@ def main() -> None:
     RESULTS["cold_start"] = cold_start()
     print(f"triton in sys.modules after calls: {RESULTS['triton_in_sys_modules']}")
     print(f"cold start (import -> first correct result): {RESULTS['cold_start']}")
+    RESULTS["failures"] = failures(RESULTS)
     path = os.path.join(os.environ.get("OUT", "."), f"gpu_check_{RESULTS['target']}.json")
     with open(path, "w") as f:
         json.dump(RESULTS, f, indent=1, default=str)
+    passed = sum(1 for r in RESULTS["variants"] if r["ok"]) + sum(
+        r["eager"]["ok"] + r["replay"]["ok"] for r in RESULTS["dispatched"]) + sum(
+        r["replay"]["ok"] for r in RESULTS["ws_graph_replays"])
+    print(f"{RESULTS['target']}: {passed} numerics checks passed, {len(RESULTS['failures'])} failures")
+    for line in RESULTS["failures"]:
+        print(f"FAIL {line}")
+    return 1 if RESULTS["failures"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -36,30 +36,29 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import sparse_mla_aot  # noqa: E402
-from build_tools.render import COMBINE_NUM_WARPS  # noqa: E402
 from sparse_mla_aot import ops  # noqa: E402
-from sparse_mla_aot.contract import (COMBINE_ARG_NAMES, COMBINE_NAME, D_V, SPLIT_ARG_NAMES, SPLIT_PARAMS,  # noqa: E402
-                                     Variant)
+from sparse_mla_aot.paths import TARGET_ENV  # noqa: E402
+from sparse_mla_aot.contract import (BYTES_PER_TOKEN, COMBINE_ARG_NAMES, COMBINE_NAME, D_QK, D_V,  # noqa: E402
+                                     SPLIT_ARG_NAMES, SPLIT_PARAMS, Variant)
 from sparse_mla_aot.plan import allocate_partials, as_is, combine_arguments, make_plan, split_arguments  # noqa: E402
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode  # noqa: E402
 from sparse_mla_aot.validation import check_arguments  # noqa: E402
 from tuning.gpu_timing import (InputSets, Shape, capture, floor_us, measure_ceilings,  # noqa: E402
                                replay_times_us, summary)
-from tuning.tune import SPLITS  # noqa: E402
 
-SHAPES = {
-    "v32/h128/topk2048": Shape("v32", 128, 2048, 0),
-    "v32/h64/topk2048": Shape("v32", 64, 2048, 0),
-    "model1/h64/topk512+128": Shape("model1", 64, 512, 128),
-    "model1/h16/topk512": Shape("model1", 16, 512, 0),
-}
+SHAPES = {name: Shape.parse(name) for name in (
+    "v32/h128/topk2048", "v32/h64/topk2048", "model1/h64/topk512+128", "model1/h16/topk512",
+    # 16-32 heads per GPU (V3.2 at TP8, V4-Flash at TP4): memory-bound (docs/design.md#performance)
+    "model1/h16/topk512+128", "model1/h32/topk512+128", "v32/h16/topk2048", "v32/h32/topk2048")}
+HBM_BYTES_PER_S = 4.8e12  # the H200's rated HBM bandwidth: the fraction columns are of this
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 96, 128)
-FLASH_MLA_HEADS = (64, 128)  # FlashMLA's sparse decode supports only these (others crash the process)
+# Below 64 heads engines pad q with zero heads to 64 for FlashMLA (the padding is outside the timed call here).
+FLASH_MLA_PAD_HEADS = 64
 # The JIT path autotunes (every split count) over a family of the grid plus every variant a tuned table of this
 # target chooses, so it can always take our choice and re-tunes per batch size on top. Not the whole grid: on the
 # H200's host, Triton 3.6 compiled 9 v32 variants in 130 s cold, and 32 model1 variants took 335 s across 12
 # processes (a variant compiles once per value specialization of num_splits: 1, divisible by 16, other).
-JIT_FAMILY = {"v32": "v32_*_w4_s2", "model1": "model1_*_s2"}
+JIT_FAMILY = {"v32": "v32_fused_*_w4_s2", "model1": "model1_fused_*_s2"}
 # Autotuner timing per config (ms): shorter than Triton's default 25 / 100 so a run fits the device budget.
 AUTOTUNE_WARMUP_MS, AUTOTUNE_REP_MS = 5, 20
 REPLAYS = 100
@@ -70,13 +69,14 @@ class AutotunedJit:
     """The JIT peer: render once, compile on first use, autotune per batch-rows value (a tuner per value, sharing
     the compiled kernels). Host code (validation, plan, workspace, argument order) is the runtime's own."""
 
-    def __init__(self, kv_format: str, variants: list[Variant], splits=SPLITS, specialize_ints: bool = True):
+    def __init__(self, kv_format: str, variants: list[Variant], splits=None, specialize_ints: bool = True):
         """specialize_ints False: the integers our compile signature leaves unhinted are not value-specialized
         (no ==1 constants, no divisibility), as an AOT compile by this Triton would see them."""
         import triton  # here, not at the top: the "ours" first-call process never imports it
 
         from build_tools.compile import load_jit_function
         from build_tools.render import AutotunedBlocks, render_combine, render_split
+        from tuning.tune import SPLITS
 
         self.triton = triton
         directory = Path(tempfile.mkdtemp(prefix="peers_jit_"))
@@ -89,7 +89,7 @@ class AutotunedJit:
         if not specialize_ints:
             unhinted = [p.name for p in SPLIT_PARAMS if p.type in ("i32", "i64") and p.divisible_by == 1]
             self.split_fn = triton.jit(self.split_fn.fn, do_not_specialize=unhinted)
-        self.variants, self.splits = variants, splits
+        self.variants, self.splits = variants, splits or SPLITS
         self.smallest_tile = min(v.block_t for v in variants)  # sizes the workspace for the most splits
         self.tuners: dict[int, object] = {}
         self.dummies: dict[torch.dtype, torch.Tensor] = {}  # made once, outside any capture
@@ -114,7 +114,7 @@ class AutotunedJit:
         which the autotuner's config supplies)."""
         call = check_arguments(q, k_cache, indices, softmax_scale, **options)
         tuner = self._tuner(call.batch_rows, call.topk + call.extra_topk)
-        plan = make_plan(call, "jit", 16, self.smallest_tile, max(SPLITS))
+        plan = make_plan(call, "jit", 16, self.smallest_tile, max(self.splits))
         partial_out, partial_lse = allocate_partials(plan, q.device)
         out = torch.empty((call.batch, call.s_q, call.h_q, D_V), dtype=torch.bfloat16, device=q.device)
         lse = torch.empty((call.batch, call.s_q, call.h_q), dtype=torch.float32, device=q.device)
@@ -147,18 +147,20 @@ class AutotunedJit:
             combine = combine_arguments(call, replace(plan, num_splits=splits), partial_out, partial_lse, out, lse,
                                         pointer=as_is)
             assert len(combine) == len(COMBINE_ARG_NAMES)
+            from build_tools.render import COMBINE_NUM_WARPS
             self.combine_fn[(rows, h_q, 1)](*combine, num_warps=COMBINE_NUM_WARPS)
         return out, lse
 
 
 def jit_variants(kv_format: str, family: str | None = None) -> list[Variant]:
-    """The JIT path's variants: those matching `family` (default JIT_FAMILY[kv_format]) or chosen by a tuned table."""
+    """The JIT path's variants: fused ones (the template it autotunes; the ws family is Gluon) matching `family`
+    (default JIT_FAMILY[kv_format]) or chosen by a tuned table."""
     target = sparse_mla_aot.prepare()
     tuned = {row.variant for table in ops.catalog().tables(target) if table.kv_format == kv_format
              and table.provenance.get("kind") == "tuned" for row in table.rows}
     shipped = ops.catalog().shipped(target)
     return [r.variant for name, r in sorted(shipped.items())
-            if r.variant and r.variant.kv_format == kv_format
+            if r.variant and r.variant.kv_format == kv_format and r.variant.family == "fused"
             and (fnmatch.fnmatch(name, family or JIT_FAMILY[kv_format]) or name in tuned)]
 
 
@@ -256,15 +258,45 @@ def reference_check(decode, inputs: dict) -> dict:
     return check_close(out.float(), lse.float(), *(t.float() for t in reference_sparse_mla_decode(**inputs)))
 
 
+def moved_bytes(shape: Shape, batch_rows: int) -> dict:
+    """What one call must move through HBM at least: the gathered token records of both sets (each read once),
+    q, and out and lse written."""
+    gathered = batch_rows * (shape.topk + shape.extra_topk) * BYTES_PER_TOKEN[shape.kv_format]
+    per_head = D_QK[shape.kv_format] * 2 + D_V * 2 + 4  # q (bf16), out (bf16), lse (fp32)
+    return {"gathered": gathered, "all": gathered + batch_rows * shape.h_q * per_head}
+
+
+def padded_heads(inputs: dict, heads: int) -> dict:
+    """inputs with q (and the sink) padded with zero heads to `heads`, as an engine calls FlashMLA below 64 heads;
+    the first h_q heads of the result are the call's."""
+    q = inputs["q"]
+    if q.shape[2] >= heads:
+        return inputs
+    padded = dict(inputs, q=torch.cat([q, q.new_zeros((*q.shape[:2], heads - q.shape[2], q.shape[3]))], dim=2))
+    if inputs.get("attn_sink") is not None:
+        sink = inputs["attn_sink"]
+        padded["attn_sink"] = torch.cat([sink, sink.new_zeros(heads - sink.shape[0])])
+    return padded
+
+
+def flash_padded_check(decode, inputs: dict) -> dict:
+    """The numerics rule for FlashMLA on q padded to FLASH_MLA_PAD_HEADS: its first h_q heads against the
+    reference on the unpadded call."""
+    out, lse = decode(**padded_heads(inputs, FLASH_MLA_PAD_HEADS))
+    h_q = inputs["q"].shape[2]
+    return check_close(out[:, :, :h_q].float(), lse[:, :, :h_q].float(),
+                       *(t.float() for t in reference_sparse_mla_decode(**inputs)))
+
+
 def run_shape(name: str, shape: Shape, family: str | None, batches, ceilings: dict, flash, with_jit: bool) -> dict:
     jit = AutotunedJit(shape.kv_format, jit_variants(shape.kv_format, family)) if with_jit else None
-    flash = flash if shape.h_q in FLASH_MLA_HEADS else None
     inputs = InputSets(shape, seed=len(name))
     rows = []
     for batch in batches:
         sets = inputs.sets_for(batch)
         ours = timed(sets, sparse_mla_aot.sparse_mla_decode)
         row = {"batch_rows": batch, "ours": ours, "floor_us": floor_us(shape, batch, ceilings),
+               "moved_bytes": moved_bytes(shape, batch), "sets": len(sets),
                "our_choice": sparse_mla_aot.explain(batch, 1, shape.h_q, shape.kv_format).split("(")[0].strip()}
         if jit:
             started = time.perf_counter()
@@ -275,9 +307,10 @@ def run_shape(name: str, shape: Shape, family: str | None, batches, ceilings: di
             row.update(jit=timed(sets, jit.decode), jit_choice=jit.choice(batch),
                        jit_agrees=check_close(jit_out.float(), jit_lse, out.float(), lse)["ok"])
         if flash:
+            row["flash_mla_heads"] = max(shape.h_q, FLASH_MLA_PAD_HEADS)
             try:
-                row["flash_mla"] = timed(sets, flash())
-                row["flash_mla_numerics_ok"] = reference_check(flash(), sets[0])["ok"]
+                row["flash_mla"] = timed([padded_heads(s, FLASH_MLA_PAD_HEADS) for s in sets], flash())
+                row["flash_mla_numerics_ok"] = flash_padded_check(flash(), sets[0])["ok"]
             except Exception as error:  # noqa: BLE001 -- a peer's failure is reported, not fatal
                 row["flash_mla_error"] = f"{type(error).__name__}: {error}"
         rows.append(row)
@@ -298,19 +331,27 @@ def _cell(value: float | None, spec: str, width: int) -> str:
 
 def format_shape(result: dict, flash_status: str) -> str:
     lines = [f"\n{result['shape']}   (FlashMLA: {flash_status}; our numerics at b=8: "
-             f"{'pass' if result['ours_numerics']['ok'] else 'FAIL ' + str(result['ours_numerics']['failures'])})",
-             f"{'b':>4} {'ours us':>9} {'FlashMLA us':>11} {'ours/FlashMLA':>13} {'JIT us':>9} {'ours/JIT':>8} "
-             f"{'floor us':>9} {'floor/ours':>10}  {'our choice':<34} JIT choice"]
+             f"{'pass' if result['ours_numerics']['ok'] else 'FAIL ' + str(result['ours_numerics']['failures'])}; "
+             f"GB/s from the gathered records, q, out and lse; 'gather' counts the records only; fractions are of "
+             f"{HBM_BYTES_PER_S / 1e12:.1f} TB/s)",
+             f"{'b':>4} {'ours us':>8} {'GB/s':>6} {'of peak':>7} {'gather':>6} {'FlashMLA us':>11} "
+             f"{'ours/FlashMLA':>13} {'JIT us':>7} {'ours/JIT':>8} {'floor us':>8} {'floor/ours':>10}  "
+             f"{'our choice':<34} JIT choice"]
     for r in result["rows"]:
         ours = r["ours"]["median_us"]
         jit = r["jit"]["median_us"] if "jit" in r else None
         flash = r["flash_mla"]["median_us"] if "flash_mla" in r else None
+        moved = r["moved_bytes"]
         notes = ("" if r.get("jit_agrees", True) else "  (JIT output differs from ours!)") + (
             "" if r.get("flash_mla_numerics_ok", True) else "  (FlashMLA fails the numerics rule)") + (
-            f"  FlashMLA error: {r['flash_mla_error']}" if "flash_mla_error" in r else "")
-        lines.append(f"{r['batch_rows']:>4} {ours:>9.1f} {_cell(flash, '.1f', 11)} "
-                     f"{_cell(ours / flash if flash else None, '.2f', 13)} {_cell(jit, '.1f', 9)} "
-                     f"{_cell(ours / jit if jit else None, '.2f', 8)} {r['floor_us']:>9.1f} "
+            f"  FlashMLA error: {r['flash_mla_error']}" if "flash_mla_error" in r else "") + (
+            f"  (FlashMLA on q padded to {r['flash_mla_heads']} heads)" if r.get("flash_mla_heads", 0) > int(
+                result["shape"].split("/h")[1].split("/")[0]) else "")
+        lines.append(f"{r['batch_rows']:>4} {ours:>8.1f} {moved['all'] / ours / 1e3:>6.0f} "
+                     f"{moved['all'] / ours / 1e-6 / HBM_BYTES_PER_S:>7.3f} "
+                     f"{moved['gathered'] / ours / 1e-6 / HBM_BYTES_PER_S:>6.3f} {_cell(flash, '.1f', 11)} "
+                     f"{_cell(ours / flash if flash else None, '.2f', 13)} {_cell(jit, '.1f', 7)} "
+                     f"{_cell(ours / jit if jit else None, '.2f', 8)} {r['floor_us']:>8.1f} "
                      f"{r['floor_us'] / ours:>10.3f}  {r['our_choice']:<34} {r.get('jit_choice', '-')}{notes}")
     host, first = result["host"], result["first_call"]
     lines.append(f"host time of one eager call (b=1): ours {host['ours_us']:.1f} us"
@@ -323,8 +364,25 @@ def format_shape(result: dict, flash_status: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def shape_failures(result: dict) -> list[str]:
+    """What went wrong in one shape's run: our numerics, a first call, the JIT disagreeing with us, or FlashMLA
+    failing (an error, or the numerics rule)."""
+    found = [] if result["ours_numerics"]["ok"] else [f"our numerics at b=8: {result['ours_numerics']['failures']}"]
+    found += [f"{path} first call failed: {f.get('error', 'wrong result')}"
+              for path, f in result["first_call"].items() if not f["ok"]]
+    for r in result["rows"]:
+        where = f"b={r['batch_rows']}"
+        found += [f"{where}: the JIT path's output differs from ours"] if not r.get("jit_agrees", True) else []
+        found += [f"{where}: FlashMLA error {r['flash_mla_error']}"] if "flash_mla_error" in r else []
+        found += [f"{where}: FlashMLA fails the numerics rule"] if not r.get("flash_mla_numerics_ok", True) else []
+    return [f"{result['shape']} {line}" for line in found]
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default=None,
+                        help="the cubin set to run, e.g. sm89-proxy (sets SPARSE_MLA_AOT_TARGET; default: the "
+                             "device's own)")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
     parser.add_argument("--precompile-jobs", type=int, default=0,
@@ -334,29 +392,33 @@ def main() -> None:
                         help=f"glob over variant names for the JIT path (besides the tuned tables' variants); "
                              f"default per kv_format: {JIT_FAMILY}")
     parser.add_argument("--no-jit", action="store_true", help="skip the JIT-autotuned path (ours, FlashMLA, floor)")
+    parser.add_argument("--no-flash", action="store_true", help="skip FlashMLA even where it is importable")
     parser.add_argument("--first-call", choices=("ours", "jit"), help=argparse.SUPPRESS)  # the fresh-process mode
     parser.add_argument("--precompile-slice", help=argparse.SUPPRESS)  # a precompile worker: "i/n"
     args = parser.parse_args()
+    if args.target:
+        os.environ[TARGET_ENV] = args.target  # child processes (first calls) inherit it
     names = args.shapes.split(",")
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {list(SHAPES)}")
     if args.first_call:
         print(json.dumps(first_call(args.first_call, SHAPES[names[0]], args.jit_family)))
-        return
+        return 0
     if args.precompile_slice:
         index, count = map(int, args.precompile_slice.split("/"))
         shape = SHAPES[names[0]]
         variants = jit_variants(shape.kv_format, args.jit_family)[index::count]
         AutotunedJit(shape.kv_format, variants).precompile(**shape_inputs(shape, 3))
-        return
+        return 0
 
-    sparse_mla_aot.prepare()
+    target = sparse_mla_aot.prepare()
     ceilings = measure_ceilings()
-    flash, flash_status = flash_mla_decode()
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "ceilings": ceilings,
+    flash, flash_status = (None, "skipped (--no-flash)") if args.no_flash else flash_mla_decode()
+    results = {"device": torch.cuda.get_device_name(), "target": target, "torch": torch.__version__,
+               "ceilings": ceilings,
                "flash_mla": flash_status, "autotune_ms": [AUTOTUNE_WARMUP_MS, AUTOTUNE_REP_MS], "shapes": []}
-    print(f"{results['device']}: copy {ceilings['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 matmul "
+    print(f"{results['device']} ({target} kernels): copy {ceilings['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 matmul "
           f"{ceilings['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s; {flash_status}", flush=True)
     out_dir = Path(os.environ.get("OUT", "."))
     caches: dict[str, str] = {}  # one Triton cache per kv_format: its first shape's JIT first call compiles cold
@@ -374,13 +436,18 @@ def main() -> None:
         os.environ["TRITON_CACHE_DIR"] = cache  # the main run reuses what the first call compiled
         result = run_shape(name, shape, args.jit_family, [int(b) for b in args.batches.split(",")], ceilings,
                            flash, with_jit=not args.no_jit)
-        result.update(first_call=first, jit_cache=jit_cache,
-                      jit_variants=len(jit_variants(shape.kv_format, args.jit_family)),
-                      jit_family=args.jit_family or JIT_FAMILY[shape.kv_format])
+        result.update(first_call=first, jit_cache=jit_cache)
+        if not args.no_jit:
+            result.update(jit_variants=len(jit_variants(shape.kv_format, args.jit_family)),
+                          jit_family=args.jit_family or JIT_FAMILY[shape.kv_format])
         results["shapes"].append(result)
         print(format_shape(result, flash_status), flush=True)
-        (out_dir / "peers.json").write_text(json.dumps(results, indent=1))
+        (out_dir / f"peers_{target}.json").write_text(json.dumps(results, indent=1))
+    failed = [line for result in results["shapes"] for line in shape_failures(result)]
+    for line in failed:
+        print(f"FAIL {line}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -104,7 +104,7 @@ def sanitize(tool: str, names: list[str], deadline: float) -> dict:
             "launched_ok": text.count(": ok"), "launches": text.count("launched "), "output": text}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", help="names the output files, e.g. sm90 or sm89-proxy (required)")
     parser.add_argument("--tools", default="memcheck,racecheck")
@@ -149,7 +149,16 @@ def main() -> None:
         print(f"{tool:<10} {len(mine):>9} {f['launches']:>8} {f['numerics_ok']:>11} {errors:>6}  "
               f"{'; '.join(summaries)}{f'; {missing} without a summary line!' if missing else ''}")
     (out_dir / f"sanitize_{args.label}.json").write_text(json.dumps(figures, indent=1))
+    # A child's failure is ours: a sanitizer error, a failed or unchecked launch, a process that exited non-zero or
+    # printed no summary (stopped, crashed) all make this run fail.
+    failed = [f"{tool}: {f['errors']} errors, {f['nonzero_exit']} processes exited non-zero, "
+              f"{f['processes_without_summary']} without a summary, {f['numerics_ok']} of {f['launches']} launches "
+              f"checked ok" for tool, f in figures["tools"].items()
+              if f["errors"] or f["nonzero_exit"] or f["processes_without_summary"] or f["numerics_ok"] != f["launches"]]
+    for line in failed:
+        print(f"FAIL {line}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

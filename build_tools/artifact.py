@@ -67,7 +67,8 @@ def render_sources(target: Target, variants: list[Variant], out_dir: Path) -> in
         if is_buildable(variant, target)[0]:
             written += write_if_different(source_path(out_dir, variant.name),
                                           render_split(variant, grid_dependency=target.grid_dependency,
-                                                       wgmma=target.wgmma).source)
+                                                       wgmma=target.wgmma,
+                                                       register_reallocation=target.register_reallocation).source)
     return written
 
 
@@ -80,7 +81,7 @@ def cache_key(rendered: RenderedKernel, target: Target) -> str:
 
 def _identity(target: Target, rendered: RenderedKernel, variant: Variant | None) -> dict:
     """The record fields that the inputs decide (the outcome of compiling adds the rest)."""
-    num_warps, num_stages = (variant.num_warps, variant.num_stages) if variant else (COMBINE_NUM_WARPS, 1)
+    num_warps, num_stages = (variant.launch_warps, variant.num_stages) if variant else (COMBINE_NUM_WARPS, 1)
     return dict(
         name=rendered.name, kind="split" if variant else "combine", target=target.name,
         kernel_name=rendered.kernel_name, num_warps=num_warps, num_stages=num_stages,
@@ -115,7 +116,8 @@ def compile_artifact(target: Target, name: str, out_dir: Path) -> ArtifactRecord
     identity = _identity(target, rendered, variant)
     started = time.monotonic()
     try:
-        compiled = compile_kernel(rendered, source, target, identity["num_warps"], identity["num_stages"])
+        compiled = compile_kernel(rendered, source, target, variant.num_warps if variant else COMBINE_NUM_WARPS,
+                                  identity["num_stages"], identity["num_warps"])
     except compile_errors() as error:  # a variant that does not compile is a result to report
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return _write_record(ArtifactRecord.pruned(f"compile error: {type(error).__name__}: {first_line}",

@@ -66,9 +66,17 @@ def target_options(target: Target) -> dict:
     return {"num_stages": TRITON_NUM_STAGES, **COMPILE_OPTIONS, **target.compile_options}
 
 
-def compile_options(target: Target, num_warps: int) -> dict:
-    """Every Triton option a kernel of `target` is compiled with."""
-    return {"num_warps": num_warps, **target_options(target)}
+REGISTER_FILE = 65536  # 32-bit registers per multiprocessor on every target (sm_89, sm_90, sm_120)
+
+
+def compile_options(target: Target, num_warps: int, launch_warps: int | None = None) -> dict:
+    """Every Triton option a kernel of `target` is compiled with. launch_warps: a warp-specialized kernel's warps at
+    launch (its partitions'; num_warps is the default partition's): a target's maxnreg is capped so that a program
+    of that many threads still fits the register file (sm120's 255 would not launch 384 threads)."""
+    options = {"num_warps": num_warps, **target_options(target)}
+    if launch_warps and "maxnreg" in options:
+        options["maxnreg"] = min(options["maxnreg"], REGISTER_FILE // (32 * launch_warps) // 8 * 8)
+    return options
 
 
 def load_jit_function(source_path: Path, kernel_name: str):
@@ -148,22 +156,30 @@ class AssembleStage:
         stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas, flags)
 
 
-def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int,
-                   num_stages: int) -> CompiledKernel:
-    """Compile with explicit signature and divisibility hints (recorded in the variant JSON)."""
+def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int, num_stages: int,
+                   launch_warps: int) -> CompiledKernel:
+    """Compile with explicit signature and divisibility hints (recorded in the variant JSON). A Gluon source (the ws
+    family) compiles the same way, as a GluonASTSource; num_warps is its default partition's, launch_warps all of
+    its partitions', which the compiled kernel must launch with."""
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource
 
     fn = load_jit_function(source_path, rendered.kernel_name)
-    source = ASTSource(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
+    source_type = GluonASTSource if fn.is_gluon() else ASTSource
+    source = source_type(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
+    specialized = launch_warps if launch_warps != num_warps else None
     with knobs.runtime.scope():
         knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch, target.ptxas_options)
         compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
-                                  options=compile_options(target, num_warps))
+                                  options=compile_options(target, num_warps, specialized))
+    if compiled.metadata.num_warps != launch_warps:
+        raise RuntimeError(f"{rendered.name} compiled to {compiled.metadata.num_warps} warps per program; its "
+                           f"variant launches {launch_warps} (contract.Variant.launch_warps)")
     cubin = compiled.asm["cubin"]
     binary = compiled.asm["ptx"].encode() if target.binary == "ptx" else cubin
     return CompiledKernel(binary=binary, cubin=cubin, kernel_name=compiled.metadata.name,
-                          shared_bytes=compiled.metadata.shared, num_warps=num_warps,
+                          shared_bytes=compiled.metadata.shared, num_warps=launch_warps,
                           num_stages=num_stages, triton_version=triton.__version__)

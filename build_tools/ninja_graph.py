@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from build_tools import (artifact, compile, cubin_inspect, operand_stores, paths, ptx_barriers, render, report,
-                         selection, variant)
+                         selection, variant, ws_layouts)
 from build_tools.render import write_if_different
 from build_tools.variant import Target, Variant, is_buildable
 from sparse_mla_aot import contract
@@ -67,7 +67,7 @@ def graph_text(target: Target, variants: list[Variant], grid: Path) -> str:
     # Not the grid nor targets.toml for a compile: its source names the variant and toolchain.json holds what the
     # binary takes from the target, so adding a variant or editing another target recompiles nothing else.
     render_inputs = [*sorted(paths.templates_dir().glob("*.j2")), grid,
-                     *_module_files(render, contract, variant, artifact)]
+                     *_module_files(render, ws_layouts, contract, variant, artifact)]
     compile_inputs = [TOOLCHAIN_FILE, *_module_files(artifact, compile, operand_stores, ptx_barriers, cubin_inspect,
                                                      selection, contract, variant)]
     lines = [

@@ -11,11 +11,16 @@ from pathlib import Path
 import jinja2
 import jinja2.meta
 
-from build_tools import paths
-from sparse_mla_aot.contract import COMBINE_NAME, COMBINE_PARAMS, D_V, LAYOUTS, MAX_SPLITS, SPLIT_PARAMS, Param, Variant
+from build_tools import paths, ws_layouts
+from sparse_mla_aot.contract import (COMBINE_NAME, COMBINE_PARAMS, D_V, LAYOUTS, MAX_SPLITS, SPLIT_PARAMS,
+                                     WS_PRODUCER_WARPS, Param, Variant)
 
 SPLIT_TEMPLATE = "sparse_mla_split.py.j2"
+WS_SPLIT_TEMPLATE = "sparse_mla_split_ws.py.j2"  # the ws family's (docs/design.md#the-ws-family-producer-warps-and-a-ring)
 COMBINE_TEMPLATE = "sparse_mla_combine.py.j2"
+# Registers per thread of the ws family's producer warps (setmaxnreg, from sm_90; a multiple of 8): their addresses
+# and masks for a tile's copies fit without spilling; the consumers get the rest of the register file.
+WS_PRODUCER_REGISTERS = 88
 COMBINE_NUM_WARPS = 4
 DOT_DTYPES = {"bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
@@ -109,12 +114,17 @@ def read_rendered(artifact: str, source_path: Path) -> RenderedKernel:
 
 
 def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16",
-                 grid_dependency: bool = False, wgmma: bool = False) -> RenderedKernel:
-    """bfloat16 dot operands for compiled variants; float32 for the interpreter (its bf16 tl.dot is broken).
-    An AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as trailing constexpr parameters.
-    grid_dependency: let the combine kernel launch early (griddepcontrol; targets from sm_90, never the
-    interpreter, which has no such instruction). wgmma: the target's dots are warpgroup MMAs (sm90), so a
-    block_h 64, 8-warp variant splits QK across its two warpgroups (docs/design.md#qk-split-across-warpgroups)."""
+                 grid_dependency: bool = False, wgmma: bool = False,
+                 register_reallocation: bool = False) -> RenderedKernel:
+    """The variant's family's template. fused: bfloat16 dot operands for compiled variants, float32 for the
+    interpreter (its bf16 tl.dot is broken); an AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as
+    trailing constexpr parameters. grid_dependency: let the combine kernel launch early (griddepcontrol; targets
+    from sm_90, never the interpreter, which has no such instruction). wgmma: the target's dots are warpgroup MMAs
+    (sm90), so a fused block_h 64, 8-warp variant splits QK across its two warpgroups
+    (docs/design.md#qk-split-across-warpgroups). register_reallocation: the target has setmaxnreg (sm_90 and up),
+    so a ws kernel moves registers from its producer warp to its consumers."""
+    if getattr(variant, "family", "fused") == "ws":
+        return _render_ws(variant, grid_dependency, register_reallocation)
     params = [p.name for p in SPLIT_PARAMS]
     if isinstance(variant, AutotunedBlocks):
         params += [f"{variant.block_h}: tl.constexpr", f"{variant.block_t}: tl.constexpr"]
@@ -127,6 +137,26 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
         wgmma=wgmma,
         kernel_name=kernel_name(variant.name),
         params=params,
+        d_qk=LAYOUTS[variant.kv_format].d_qk,
+        d_v=D_V,
+        layout=LAYOUTS[variant.kv_format],
+    )
+    return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
+
+
+def _render_ws(variant: Variant, grid_dependency: bool, register_reallocation: bool) -> RenderedKernel:
+    source = _environment().get_template(WS_SPLIT_TEMPLATE).render(
+        template=WS_SPLIT_TEMPLATE,
+        template_hash=template_hash(WS_SPLIT_TEMPLATE),
+        variant=variant,
+        ws=ws_layouts.placement(variant),
+        fp8_row=ws_layouts.FP8_ROW,
+        grid_dependency=grid_dependency,
+        register_reallocation=register_reallocation,
+        producer_registers=WS_PRODUCER_REGISTERS,
+        producer_warps=WS_PRODUCER_WARPS,
+        kernel_name=kernel_name(variant.name),
+        params=[p.name for p in SPLIT_PARAMS],
         d_qk=LAYOUTS[variant.kv_format].d_qk,
         d_v=D_V,
         layout=LAYOUTS[variant.kv_format],

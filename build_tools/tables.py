@@ -15,27 +15,28 @@ from sparse_mla_aot.contract import KV_FORMATS, MAX_SPLITS, SUPPORTED_H_Q, Artif
 
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128)
 MIN_BLOCK_H = 16
-# The mma.sync targets: one SM design (sm89-proxy stands in for it on the H200), so one variant family.
+# The mma.sync targets: one SM design (sm89-proxy stands in for it on the H200), so one heuristic choice.
 MMA_SYNC_TARGETS = ("sm120", "sm121", "sm89-proxy")
 PROXY_TARGET = "sm89-proxy"
-# Per (targets, kv_format): the variant family a heuristic table uses, and the largest block_h it may pick.
-FAMILIES = {
-    ("sm90", "v32"): {"block_t": 64, "num_warps": 8, "num_stages": 1, "max_block_h": 64},
-    ("sm90", "model1"): {"block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
-    ("mma.sync", "v32"): {"block_t": 32, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
-    ("mma.sync", "model1"): {"block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
+# Per (targets, kv_format): the variants a heuristic table picks from (every field but block_h fixed), and the
+# largest block_h it may pick.
+HEURISTIC_VARIANTS = {
+    ("sm90", "v32"): {"family": "fused", "block_t": 64, "num_warps": 8, "num_stages": 1, "max_block_h": 64},
+    ("sm90", "model1"): {"family": "fused", "block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
+    ("mma.sync", "v32"): {"family": "fused", "block_t": 32, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
+    ("mma.sync", "model1"): {"family": "fused", "block_t": 64, "num_warps": 4, "num_stages": 1, "max_block_h": 32},
 }
-RULE = ("heuristic: {family}; block_h 16 while bound * ceil(h_q/16) < {sms} multiprocessors (heads are the "
+RULE = ("heuristic: {variants}; block_h 16 while bound * ceil(h_q/16) < {sms} multiprocessors (heads are the "
         "parallelism a small batch has), above that the largest shipped block_h <= min(h_q, {max_block_h}) (each "
         "token is gathered once per head block); num_splits the smallest power of two with bound * "
         "ceil(h_q/block_h) * num_splits >= {sms}, at most {max_splits}; the open last row as the last bound. ")
 WHY = {
-    "sm90": ("Family from the full tune of this template on the H200 (2026-12-03, bench/tune/sm90_*.csv): v32 h64 "
+    "sm90": ("Variants from the full tune of this template on the H200 (2026-12-03, bench/tune/sm90_*.csv): v32 h64 "
              "and h128 chose block_t 64 with 8 warps and one tile in flight at every batch size (block_h 32 below "
              "8 rows, 64 above); model1 h16 and h64 chose block_t 64 with 4 warps and one tile in flight from 8 rows "
              "up (block_h 32 from 48 rows at h64), block_t 32 below."),
     "mma.sync": (
-        "Family from the sm89-proxy sweep of this template (2026-12-03, H200, every shipped proxy variant x split "
+        "Variants from the sm89-proxy sweep of this template (2026-12-03, H200, every shipped proxy variant x split "
         "count x 11 batch sizes; bench/tune/sm89-proxy_{v32_h128,model1_h64}.csv): v32 h128 chose block_t 32 with "
         "4 warps (block_h 32) from 4 rows up, block_t 64 below; model1 h64 chose block_t 64 with 4 warps from 8 "
         "rows up (block_h 32 from 32 rows), block_t 32 below. block_h 64 does not fit sm120's shared memory at "
@@ -53,17 +54,17 @@ def table_path(target: str, kv_format: str, h_q: int) -> Path:
     return paths.VARIANTS_DIR / target / f"{table_stem(kv_format, h_q)}.json"
 
 
-def _family(target: str, kv_format: str) -> dict:
-    return FAMILIES[(_group(target), kv_format)]
+def _heuristic_variants(target: str, kv_format: str) -> dict:
+    return HEURISTIC_VARIANTS[(_group(target), kv_format)]
 
 
 def _preferred(records: dict[str, ArtifactRecord], target: str, kv_format: str) -> dict[int, ArtifactRecord]:
-    """block_h -> the shipped record of the target's family, up to the family's largest block_h."""
-    family = _family(target, kv_format)
-    fields = {k: family[k] for k in ("block_t", "num_warps", "num_stages")}
+    """block_h -> the shipped record of the target's heuristic variants, up to their largest block_h."""
+    choice = _heuristic_variants(target, kv_format)
+    fields = {k: choice[k] for k in ("family", "block_t", "num_warps", "num_stages")}
     found = {r.variant.block_h: r for r in records.values()
              if r.status == "shipped" and r.variant and r.variant.kv_format == kv_format
-             and r.variant.block_h <= family["max_block_h"]
+             and r.variant.block_h <= choice["max_block_h"]
              and all(getattr(r.variant, k) == value for k, value in fields.items())}
     if MIN_BLOCK_H not in found:
         raise ValueError(f"no shipped {kv_format} variant with block_h {MIN_BLOCK_H} and {fields}; "
@@ -92,10 +93,10 @@ def heuristic_table(target: str, records: dict[str, ArtifactRecord], kv_format: 
     sms = get_target(target).sm_count
     rows = [_row(preferred, h_q, bound, sms) for bound in BATCH_BOUNDS]
     rows.append({**rows[-1], "max_batch_rows": None})
-    family = _family(target, kv_format)
-    described = (f"block_t {family['block_t']}, {family['num_warps']} warps, {family['num_stages']} tile(s) in "
-                 f"flight")
-    rule = (RULE.format(family=described, sms=sms, max_block_h=family["max_block_h"], max_splits=MAX_SPLITS)
+    choice = _heuristic_variants(target, kv_format)
+    described = (f"{choice['family']} family, block_t {choice['block_t']}, {choice['num_warps']} warps, "
+                 f"{choice['num_stages']} tile(s) in flight")
+    rule = (RULE.format(variants=described, sms=sms, max_block_h=choice["max_block_h"], max_splits=MAX_SPLITS)
             + WHY[_group(target)])
     return {"target": target, "kv_format": kv_format, "h_q": h_q,
             "provenance": {"kind": "heuristic", "rule": rule,

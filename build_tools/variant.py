@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from build_tools import paths
-from sparse_mla_aot.contract import D_V, KV_FORMATS, TILES_IN_FLIGHT, TOKEN_GRANULE, VARIANT_FIELDS, Variant
+from sparse_mla_aot.contract import (D_V, FAMILIES, KV_FORMATS, TILES_IN_FLIGHT, TOKEN_GRANULE, VARIANT_FIELDS,
+                                     Variant)
 
 MIN_MMA_ROWS = 16
 # The [block_h, D_V] fp32 accumulator is spread over the program's threads; above this many registers per thread
@@ -17,9 +18,17 @@ MIN_MMA_ROWS = 16
 MAX_ACCUMULATOR_REGISTERS = 128
 GRID_DEPENDENCY_MIN_ARCH = 90  # griddepcontrol (programmatic dependent launch) is sm_90 and later PTX
 WGMMA_ARCH = 90  # Triton lowers a 64-row dot to warpgroup MMAs on Hopper only (sm120: mma.sync)
+SETMAXNREG_MIN_ARCH = 90  # setmaxnreg (registers moved between warp-specialized partitions): sm_90 and later
 # The option Triton 3.9's own cubin stage adds to every ptxas run ("to work around ptxas 13.x bug"): a target that
 # does not state ptxas_options gets it, so its binaries are Triton's.
 TRITON_PTXAS_OPTIONS = ("--regAllocOptLevel=2",)
+# The ws family (docs/design.md#the-ws-family-producer-warps-and-a-ring): its consumer warps, its ring's slots (a
+# power of two: Gluon shapes), tokens per warp in the rope's token groups (one 8-wide MMA tile), and the accumulator
+# registers a consumer thread may hold (the tile's operands and the softmax need the rest of ~200).
+WS_CONSUMER_WARPS = (4, 8)
+WS_RING_SLOTS = (2, 4)
+WS_MIN_GROUP_TOKENS = 8
+WS_MAX_ACCUMULATOR_REGISTERS = 64
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,11 @@ class Target:
     def grid_dependency(self) -> bool:
         """griddepcontrol (programmatic dependent launch) needs sm_90 or later; the sm89 proxy's PTX cannot hold it."""
         return self.triton_arch >= GRID_DEPENDENCY_MIN_ARCH
+
+    @property
+    def register_reallocation(self) -> bool:
+        """setmaxnreg exists here: a ws kernel gives its producer warp fewer registers (on sm_89 LLVM aborts on it)."""
+        return self.triton_arch >= SETMAXNREG_MIN_ARCH
 
     @property
     def wgmma(self) -> bool:
@@ -96,31 +110,65 @@ def get_target(name: str) -> Target:
 
 
 def load_grid(path: Path | None = None) -> list[Variant]:
-    """Every combination of the grid's axes, in a stable order."""
-    with open(path or paths.GRID_FILE, "rb") as f:
-        axes = tomllib.load(f)["axes"]
-    missing = [name for name in VARIANT_FIELDS if name not in axes]
-    if missing:
-        raise ValueError(f"grid {path or paths.GRID_FILE} lacks axes {missing}; expected all of {list(VARIANT_FIELDS)}")
-    return [Variant(*combo) for combo in itertools.product(*(axes[name] for name in VARIANT_FIELDS))]
+    """Every combination of the grid's axes, family by family, in a stable order: `[axes]` holds the axes every
+    family shares (kv_format), `[family.<name>]` each family's own (block_h, block_t, num_warps, num_stages)."""
+    path = path or paths.GRID_FILE
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    shared, families = raw.get("axes", {}), raw.get("family", {})
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown or not families:
+        raise ValueError(f"grid {path} must have [family.<name>] sections with names among {list(FAMILIES)}; got "
+                         f"{sorted(families)}")
+    variants = []
+    for family in (f for f in FAMILIES if f in families):
+        axes = {**shared, **families[family], "family": [family]}
+        missing = [name for name in VARIANT_FIELDS if name not in axes]
+        if missing:
+            raise ValueError(f"grid {path} [family.{family}] lacks axes {missing}; expected all of "
+                             f"{[n for n in VARIANT_FIELDS if n != 'family']}")
+        variants += [Variant(*combo) for combo in itertools.product(*(axes[name] for name in VARIANT_FIELDS))]
+    return variants
 
 
 def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
     """The only place a combination is ruled out before compiling; returns (ok, reason)."""
     if variant.kv_format not in KV_FORMATS:
         return False, f"kv_format {variant.kv_format!r} is not one of {KV_FORMATS}"
+    if variant.family not in FAMILIES:
+        return False, f"family {variant.family!r} is not one of {FAMILIES}"
     if variant.block_t < MIN_MMA_ROWS or TOKEN_GRANULE % variant.block_t:
         return False, f"block_t={variant.block_t} must be >= {MIN_MMA_ROWS} and divide {TOKEN_GRANULE}"
     if variant.block_h < MIN_MMA_ROWS or variant.block_h & (variant.block_h - 1):
         return False, f"block_h={variant.block_h} must be a power of two >= {MIN_MMA_ROWS} (mma tile rows)"
     if variant.num_warps not in (1, 2, 4, 8, 16):
         return False, f"num_warps={variant.num_warps} must be a power of two <= 16"
+    if variant.family == "ws":
+        return _ws_buildable(variant)
     if variant.num_stages not in TILES_IN_FLIGHT:
         return False, f"num_stages={variant.num_stages} (tiles in flight) must be one of {TILES_IN_FLIGHT}"
     registers = accumulator_registers(variant)
     if registers > MAX_ACCUMULATOR_REGISTERS:
         return False, (f"the [{variant.block_h}, {D_V}] fp32 accumulator needs {registers} registers per thread at "
                        f"{variant.num_warps} warps > {MAX_ACCUMULATOR_REGISTERS}: it would spill in the main loop")
+    return True, None
+
+
+def _ws_buildable(variant: Variant) -> tuple[bool, str | None]:
+    """The ws family's rules (docs/design.md#the-ws-family-producer-warps-and-a-ring): its consumer warps split
+    the latent's 8 chunks of 64 dims, and the rope's tokens in groups of at least one 8-wide MMA tile."""
+    if variant.num_warps not in WS_CONSUMER_WARPS:
+        return False, f"num_warps={variant.num_warps} (consumer warps) must be one of {WS_CONSUMER_WARPS}"
+    if variant.block_t // variant.num_warps < WS_MIN_GROUP_TOKENS:
+        return False, (f"block_t={variant.block_t} over {variant.num_warps} consumer warps leaves fewer than "
+                       f"{WS_MIN_GROUP_TOKENS} tokens (one MMA tile) per warp for the rope")
+    if variant.num_stages not in WS_RING_SLOTS:
+        return False, f"num_stages={variant.num_stages} (ring slots) must be one of {WS_RING_SLOTS}"
+    registers = accumulator_registers(variant)
+    if registers > WS_MAX_ACCUMULATOR_REGISTERS:
+        return False, (f"the [{variant.block_h}, {D_V}] fp32 accumulator needs {registers} registers per consumer "
+                       f"thread at {variant.num_warps} warps > {WS_MAX_ACCUMULATOR_REGISTERS}: the tile's operands "
+                       "need the rest")
     return True, None
 
 

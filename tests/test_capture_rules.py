@@ -29,7 +29,7 @@ def test_an_unloaded_variant_is_not_loaded_under_capture(capturing, monkeypatch)
             pytest.fail("loaded a module under capture")
 
     monkeypatch.setitem(ops._devices, 0, Loaded())
-    monkeypatch.setattr(ops.dispatch, "choose", lambda *a: ops.dispatch.Choice("v32_bh16_bt16_w8_s2", 8, None, 0,
+    monkeypatch.setattr(ops.dispatch, "choose", lambda *a: ops.dispatch.Choice("v32_fused_bh16_bt16_w8_s2", 8, None, 0,
                                                                             "forced"))
-    with pytest.raises(RuntimeError, match=r"v32_bh16_bt16_w8_s2 .* cannot be loaded under CUDA-graph capture"):
+    with pytest.raises(RuntimeError, match=r"v32_fused_bh16_bt16_w8_s2 .* cannot be loaded under CUDA-graph capture"):
         ops.sparse_mla_decode(**make_inputs(1, 1, 16, 64, "v32"))

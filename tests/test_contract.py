@@ -9,7 +9,7 @@ from sparse_mla_aot.contract import (LAYOUTS, RECORD_SCHEMA, SPLIT_ARG_NAMES, SP
                                      parse_table_stem, table_stem)
 from tests.fakes import fake_record
 
-NAME = Variant("model1", 16, 32, 4, 2).name
+NAME = Variant("model1", "fused", 16, 32, 4, 2).name
 
 
 @pytest.mark.parametrize("kv_format", list(LAYOUTS))
@@ -40,7 +40,7 @@ def test_the_runtime_packs_arguments_in_the_order_the_kernels_declare():
 def test_a_record_round_trips_through_json_and_knows_its_variant():
     record = fake_record(NAME)
     again = ArtifactRecord.from_json(json.loads(json.dumps(record.to_json())))
-    assert again == record and again.variant == Variant("model1", 16, 32, 4, 2)
+    assert again == record and again.variant == Variant("model1", "fused", 16, 32, 4, 2)
     assert record.to_json()["schema"] == RECORD_SCHEMA
     assert fake_record("combine").variant is None
 

@@ -23,21 +23,22 @@ from tests.fakes import fake_record
 FORCE = paths.FORCE_ENV
 PRUNED_REASON = "107,520 B shared memory > 101,376 B"
 
-# (kv_format, block_h, block_t, num_warps, num_stages) -> status
+# (kv_format, family, block_h, block_t, num_warps, num_stages) -> status
 VARIANTS = {
-    ("v32", 16, 16, 4, 2): "shipped",
-    ("v32", 16, 32, 4, 2): "shipped",
-    ("v32", 16, 16, 8, 2): "shipped",
-    ("v32", 16, 32, 8, 2): "pruned",   # the sm120 prototype's case (docs/design.md#the-sm120-prototype)
-    ("v32", 16, 32, 8, 3): "shipped",
-    ("v32", 32, 16, 4, 2): "shipped",
-    ("model1", 16, 32, 8, 2): "shipped",  # same axes, other family: never a v32 neighbour
-    ("model1", 16, 16, 8, 2): "shipped",  # one field from the pruned v32 variant, but other family
+    ("v32", "fused", 16, 16, 4, 2): "shipped",
+    ("v32", "fused", 16, 32, 4, 2): "shipped",
+    ("v32", "fused", 16, 16, 8, 2): "shipped",
+    ("v32", "fused", 16, 32, 8, 2): "pruned",   # the sm120 prototype's case (docs/design.md#the-sm120-prototype)
+    ("v32", "fused", 16, 32, 8, 3): "shipped",
+    ("v32", "fused", 32, 16, 4, 2): "shipped",
+    ("v32", "ws", 16, 32, 8, 2): "shipped",  # the pruned variant's axes in the other family: one field away
+    ("model1", "fused", 16, 32, 8, 2): "shipped",  # same axes, other kv_format: never a v32 neighbour
+    ("model1", "fused", 16, 16, 8, 2): "shipped",  # one field from the pruned v32 variant, but other kv_format
 }
 TABLE_ROWS = [
-    {"max_batch_rows": 1, "variant": "v32_bh16_bt16_w4_s2", "num_splits": 16},
-    {"max_batch_rows": 8, "variant": "v32_bh16_bt32_w4_s2", "num_splits": 8, "programmatic_combine": True},
-    {"max_batch_rows": None, "variant": "v32_bh32_bt16_w4_s2", "num_splits": 2},
+    {"max_batch_rows": 1, "variant": "v32_fused_bh16_bt16_w4_s2", "num_splits": 16},
+    {"max_batch_rows": 8, "variant": "v32_fused_bh16_bt32_w4_s2", "num_splits": 8, "programmatic_combine": True},
+    {"max_batch_rows": None, "variant": "v32_fused_bh32_bt16_w4_s2", "num_splits": 2},
 ]
 
 
@@ -46,10 +47,12 @@ def write_kernel_dir(root: Path) -> Path:
     (root / "tables" / "sm90").mkdir(parents=True)
     artifacts, pruned = {}, []
     records = [fake_record(COMBINE_NAME, shared=0)]
-    for (kv_format, bh, bt, w, s), status in VARIANTS.items():
-        shared = 107_520 if status == "pruned" else 1000 * bh + 100 * bt + w + s
-        records.append(fake_record(Variant(kv_format, bh, bt, w, s).name, status, shared=shared, num_warps=w,
-                                   num_stages=s, reason=PRUNED_REASON if status == "pruned" else None))
+    for key, status in VARIANTS.items():
+        variant = Variant(*key)
+        shared = 107_520 if status == "pruned" else 1000 * variant.block_h + 100 * variant.block_t + variant.num_warps
+        records.append(fake_record(variant.name, status, shared=shared + variant.num_stages,
+                                   num_warps=variant.launch_warps, num_stages=variant.num_stages,
+                                   reason=PRUNED_REASON if status == "pruned" else None))
     for record in records:
         if record.status == "shipped":
             data = f"fake cubin of {record.name}".encode()
@@ -106,7 +109,7 @@ def test_table_parsed_from_file(catalog):
     table = catalog.table("sm90", "v32", 16)
     assert (table.target, table.kv_format, table.h_q) == ("sm90", "v32", 16)
     assert table.bounds == (1, 8)
-    assert table.rows[1] == TableRow(8, "v32_bh16_bt32_w4_s2", 8, programmatic_combine=True)
+    assert table.rows[1] == TableRow(8, "v32_fused_bh16_bt32_w4_s2", 8, programmatic_combine=True)
     assert table.rows[0].programmatic_combine is False  # absent: an ordinary launch
     assert table.provenance["kind"] == "heuristic"
     assert [t.h_q for t in catalog.tables("sm90")] == [16]
@@ -179,7 +182,7 @@ def test_missing_table_names_what_exists(catalog):
 
 
 @pytest.mark.parametrize("batch_rows, variant, splits, row", [
-    (1, "v32_bh16_bt16_w4_s2", 16, 0), (4, "v32_bh16_bt32_w4_s2", 8, 1), (200, "v32_bh32_bt16_w4_s2", 2, 2)])
+    (1, "v32_fused_bh16_bt16_w4_s2", 16, 0), (4, "v32_fused_bh16_bt32_w4_s2", 8, 1), (200, "v32_fused_bh32_bt16_w4_s2", 2, 2)])
 def test_choose_uses_table(catalog, batch_rows, variant, splits, row):
     choice = choose(catalog, "sm90", "v32", 16, batch_rows)
     assert (choice.variant, choice.num_splits) == (variant, splits)
@@ -194,7 +197,7 @@ def test_choose_forced(catalog, monkeypatch):
     monkeypatch.setenv(FORCE, spec)
     for batch_rows in (1, 8, 10**4):  # the table is bypassed at every batch size
         choice = choose(catalog, "sm90", "v32", 16, batch_rows)
-        assert (choice.variant, choice.num_splits) == ("v32_bh16_bt16_w8_s2", 5)
+        assert (choice.variant, choice.num_splits) == ("v32_fused_bh16_bt16_w8_s2", 5)
         assert choice.why == f"forced by {FORCE}={spec}"
 
 
@@ -202,12 +205,12 @@ def test_forced_without_table(catalog, monkeypatch):
     """Forcing needs no table for the shape: h_q 64 has none here."""
     monkeypatch.setenv(FORCE, " block_h=32, block_t=16, num_warps=4, num_stages=2, num_splits=3 ")
     choice = choose(catalog, "sm90", "v32", 64, 1)
-    assert (choice.variant, choice.num_splits) == ("v32_bh32_bt16_w4_s2", 3)
+    assert (choice.variant, choice.num_splits) == ("v32_fused_bh32_bt16_w4_s2", 3)
 
 
 def test_empty_force_uses_table(catalog, monkeypatch):
     monkeypatch.setenv(FORCE, "")
-    assert choose(catalog, "sm90", "v32", 16, 1).variant == "v32_bh16_bt16_w4_s2"
+    assert choose(catalog, "sm90", "v32", 16, 1).variant == "v32_fused_bh16_bt16_w4_s2"
 
 
 def test_forcing_pruned_variant_names_reason_and_neighbours(catalog, monkeypatch):
@@ -216,17 +219,18 @@ def test_forcing_pruned_variant_names_reason_and_neighbours(catalog, monkeypatch
         choose(catalog, "sm90", "v32", 16, 1)
     message = str(info.value)
     assert FORCE in message
-    assert "v32_bh16_bt32_w8_s2 was pruned for sm90" in message
+    assert "v32_fused_bh16_bt32_w8_s2 was pruned for sm90" in message
     assert PRUNED_REASON in message
     neighbours = message.split("shipped neighbours: ")[1]
-    # one field away: block_t, num_warps, num_stages; two away (bh16_bt16_w4) and the model1 twin are not
-    assert neighbours == "v32_bh16_bt16_w8_s2, v32_bh16_bt32_w4_s2, v32_bh16_bt32_w8_s3"
+    # one field away: block_t, num_warps, num_stages, family; two away (bh16_bt16_w4) and the model1 twin are not
+    assert neighbours == ("v32_fused_bh16_bt16_w8_s2, v32_fused_bh16_bt32_w4_s2, v32_fused_bh16_bt32_w8_s3, "
+                          "v32_ws_bh16_bt32_w8_s2")
 
 
 def test_forcing_unknown_variant(catalog, monkeypatch):
     monkeypatch.setenv(FORCE, "block_h=16,block_t=64,num_warps=4,num_stages=2,num_splits=4")
-    with pytest.raises(ValueError, match=r"variant v32_bh16_bt64_w4_s2 is not in the wheel's grid for sm90; "
-                                         r"shipped neighbours: v32_bh16_bt16_w4_s2, v32_bh16_bt32_w4_s2$"):
+    with pytest.raises(ValueError, match=r"variant v32_fused_bh16_bt64_w4_s2 is not in the wheel's grid for sm90; "
+                                         r"shipped neighbours: v32_fused_bh16_bt16_w4_s2, v32_fused_bh16_bt32_w4_s2$"):
         choose(catalog, "sm90", "v32", 16, 1)
     monkeypatch.setenv(FORCE, "block_h=128,block_t=128,num_warps=2,num_stages=7,num_splits=4")
     with pytest.raises(ValueError, match=r"not in the wheel's grid for sm90; shipped neighbours: none$"):
@@ -235,7 +239,7 @@ def test_forcing_unknown_variant(catalog, monkeypatch):
 
 def test_forcing_is_per_kv_format(catalog):
     spec = "block_h=16,block_t=32,num_warps=8,num_stages=2,num_splits=4"
-    assert forced_choice(catalog, "sm90", "model1", spec).variant == "model1_bh16_bt32_w8_s2"
+    assert forced_choice(catalog, "sm90", "model1", spec).variant == "model1_fused_bh16_bt32_w8_s2"
     with pytest.raises(ValueError, match="pruned"):
         forced_choice(catalog, "sm90", "v32", spec)
 
@@ -264,15 +268,19 @@ def test_forcing_overrides_the_environment_in_its_context_only(catalog, monkeypa
     monkeypatch.setenv(FORCE, "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=5")
     with forcing("block_h=32,block_t=16,num_warps=4,num_stages=2,num_splits=3"):
         choice = choose(catalog, "sm90", "v32", 16, 1)
-        assert (choice.variant, choice.num_splits, choice.table) == ("v32_bh32_bt16_w4_s2", 3, None)
+        assert (choice.variant, choice.num_splits, choice.table) == ("v32_fused_bh32_bt16_w4_s2", 3, None)
         with forcing(None):  # the table, although the environment forces
             assert choose(catalog, "sm90", "v32", 16, 1).row == 0
-    assert choose(catalog, "sm90", "v32", 16, 1).variant == "v32_bh16_bt16_w8_s2"  # the environment again
+    assert choose(catalog, "sm90", "v32", 16, 1).variant == "v32_fused_bh16_bt16_w8_s2"  # the environment again
 
 
 def test_parse_force_valid():
     assert parse_force("num_splits=16,block_h=16,block_t=16,num_warps=8,num_stages=2,") == {
-        "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16, "programmatic_combine": 0}
+        "family": "fused", "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16,
+        "programmatic_combine": 0}
+    assert parse_force("family=ws,block_h=16,block_t=64,num_warps=8,num_stages=2,num_splits=4")["family"] == "ws"
+    with pytest.raises(ValueError, match=r"family must be one of \('fused', 'ws'\); got 'tiled'"):
+        parse_force("family=tiled,block_h=16,block_t=64,num_warps=8,num_stages=2,num_splits=4")
     assert parse_force("block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=4,programmatic_combine=1")[
         "programmatic_combine"] == 1
 
@@ -294,26 +302,26 @@ def test_the_combine_launch_follows_the_table_row_or_the_forced_spec(catalog):
 def test_explain_names_variant_splits_and_row(catalog):
     text = explain(5, 16, "v32", target="sm90", catalog=catalog)
     assert isinstance(text, str)
-    assert text.startswith("v32_bh16_bt32_w4_s2, num_splits=8")
+    assert text.startswith("v32_fused_bh16_bt32_w4_s2, num_splits=8")
     assert "batch_rows 5" in text
     assert "table sm90/v32_h16 (heuristic) row 1" in text and "<= 8" in text
     shared = 1000 * 16 + 100 * 32 + 4 + 2
     assert f"{shared:,} B shared, 128 registers" in text
     last = explain(10**6, 16, "v32", target="sm90", catalog=catalog)
-    assert last.startswith("v32_bh32_bt16_w4_s2, num_splits=2") and "row 2" in last and "last row" in last
+    assert last.startswith("v32_fused_bh32_bt16_w4_s2, num_splits=2") and "row 2" in last and "last row" in last
 
 
 def test_explain_forced(catalog, monkeypatch):
     monkeypatch.setenv(FORCE, "block_h=16,block_t=32,num_warps=8,num_stages=3,num_splits=7")
     text = explain(1, 16, "v32", target="sm90", catalog=catalog)
-    assert text.startswith("v32_bh16_bt32_w8_s3, num_splits=7") and f"forced by {FORCE}" in text
+    assert text.startswith("v32_fused_bh16_bt32_w8_s3, num_splits=7") and f"forced by {FORCE}" in text
 
 
 # ---------------------------------------------------------------------------------------------- catalog
 
 
 def test_binary_checks_sha256(catalog):
-    name = "v32_bh16_bt16_w4_s2"
+    name = "v32_fused_bh16_bt16_w4_s2"
     assert catalog.binary("sm90", name) == f"fake cubin of {name}".encode()
     (catalog.root / "sm90" / f"{name}.cubin").write_bytes(b"tampered")
     with pytest.raises(RuntimeError, match=r"has sha256 .*the manifest says .*reinstall the wheel"):
@@ -321,7 +329,7 @@ def test_binary_checks_sha256(catalog):
 
 
 def test_binary_refuses_a_record_from_another_triton(catalog):
-    name = "v32_bh16_bt16_w4_s2"
+    name = "v32_fused_bh16_bt16_w4_s2"
     path = catalog.root / "sm90" / f"{name}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "triton_version": "3.6.0"}))
     with pytest.raises(RuntimeError, match=r"compiled by Triton 3\.6\.0, the package by Triton 3\.9\.0"):
@@ -344,7 +352,7 @@ def test_a_target_without_capability_is_only_chosen_by_name(catalog, monkeypatch
 
 
 def test_a_record_that_breaks_the_schema_is_refused_naming_its_file(catalog):
-    path = catalog.root / "sm90" / "v32_bh16_bt16_w4_s2.json"
+    path = catalog.root / "sm90" / "v32_fused_bh16_bt16_w4_s2.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "shared_bytes": 8}))
     with pytest.raises(ValueError, match=re.escape(f"{path}: artifact record has unknown keys ['shared_bytes'] and "
                                                    f"lacks keys []")):
@@ -369,7 +377,7 @@ def test_missing_manifest(tmp_path):
 def test_records_and_shipped(catalog):
     records = catalog.records("sm90")
     assert set(records) == {COMBINE_NAME, *(Variant(*k).name for k in VARIANTS)}
-    assert set(catalog.shipped("sm90")) == set(records) - {"v32_bh16_bt32_w8_s2"}
+    assert set(catalog.shipped("sm90")) == set(records) - {"v32_fused_bh16_bt32_w8_s2"}
 
 
 # ---------------------------------------------------------------------------------------------- plan

@@ -46,7 +46,7 @@ def _check(case, inputs, out, lse):
 def test_interpreter_matches_reference(kv_format, case, tiles_in_flight):
     inputs = _inputs(kv_format, CASES[case])
     block_h = 64 if inputs["q"].shape[2] == 64 else 16
-    out, lse = interpret_decode(Variant(kv_format, block_h, 32, 4, tiles_in_flight), 3, **inputs)
+    out, lse = interpret_decode(Variant(kv_format, "fused", block_h, 32, 4, tiles_in_flight), 3, **inputs)
     _check(case, inputs, out, lse)
 
 
@@ -57,7 +57,7 @@ def test_one_split_writes_the_result_and_head_blocks_decode_their_program(kv_for
     """One split: the split kernel writes out and lse itself (sink, empty rows) with no combine. h_q 64 in blocks of
     16: four head blocks per (row, split) in the one launch axis."""
     inputs = _inputs(kv_format, CASES[case])
-    out, lse = interpret_decode(Variant(kv_format, 16, 32, 4, 1), num_splits, **inputs)
+    out, lse = interpret_decode(Variant(kv_format, "fused", 16, 32, 4, 1), num_splits, **inputs)
     _check(case, inputs, out, lse)
 
 
@@ -65,7 +65,7 @@ def test_one_split_writes_the_result_and_head_blocks_decode_their_program(kv_for
 @pytest.mark.parametrize("num_splits", [1, 2, 64])
 def test_split_counts_agree_including_empty_splits(num_splits, tiles_in_flight):
     inputs = _inputs("model1", CASES["extra_set"])
-    out, lse = interpret_decode(Variant("model1", 16, 16, 4, tiles_in_flight), num_splits, **inputs)
+    out, lse = interpret_decode(Variant("model1", "fused", 16, 16, 4, tiles_in_flight), num_splits, **inputs)
     figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
     assert figures["ok"], figures["failures"]
 
@@ -74,7 +74,7 @@ def test_split_counts_agree_including_empty_splits(num_splits, tiles_in_flight):
 def test_jit_peer_rendering_with_block_size_constexprs_matches_reference(kv_format):
     """bench/peers.py autotunes this rendering on a GPU; here its logic runs with one config's block sizes."""
     inputs = _inputs(kv_format, CASES["extra_set"] if kv_format == "model1" else CASES["sink_and_inf_sink"])
-    out, lse = interpret_decode(Variant(kv_format, 16, 32, 4, 2), 3, block_sizes_as_constexprs=True, **inputs)
+    out, lse = interpret_decode(Variant(kv_format, "fused", 16, 32, 4, 2), 3, block_sizes_as_constexprs=True, **inputs)
     figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
     assert figures["ok"], figures["failures"]
 
@@ -86,6 +86,6 @@ def test_qk_split_across_warpgroups_as_rendered_for_sm90_matches_reference(kv_fo
     one-trip loop; with 2 the tile loop is Triton's pipeline and QK is not split."""
     inputs = make_inputs(b=2, s_q=1, h_q=64, topk=128, kv_format=kv_format, seed=SEEDS[kv_format], with_sink=True,
                          with_topk_length=True, **({"extra_topk": 64} if kv_format == "model1" else {}))
-    out, lse = interpret_decode(Variant(kv_format, 64, 32, 8, tiles_in_flight), 3, wgmma=True, **inputs)
+    out, lse = interpret_decode(Variant(kv_format, "fused", 64, 32, 8, tiles_in_flight), 3, wgmma=True, **inputs)
     figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
     assert figures["ok"], figures["failures"]

@@ -204,7 +204,7 @@ def test_force_setting_is_part_of_the_signature(runtime, monkeypatch):
     monkeypatch.setenv(FORCE, "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2")
     kind, forced_spec = run(args, *runtime)
     assert kind == "miss" and forced_spec != table_spec
-    assert decode_spec(forced_spec, launcher.launches[-1][2], kernels)["split"]["kernel"] == "v32_bh16_bt16_w8_s2"
+    assert decode_spec(forced_spec, launcher.launches[-1][2], kernels)["split"]["kernel"] == "v32_fused_bh16_bt16_w8_s2"
     monkeypatch.setenv(FORCE, "block_h=16,block_t=32,num_warps=8,num_stages=2,num_splits=2")  # pruned
     assert run(args, *runtime)[0] == "refused"
     monkeypatch.delenv(FORCE)
@@ -219,7 +219,7 @@ def test_forcing_context_is_part_of_the_signature(runtime, monkeypatch):
     with dispatch.forcing("block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2"):
         kind, forced_spec = run(args, *runtime)
         assert kind == "miss" and forced_spec != table_spec
-        assert decode_spec(forced_spec, launcher.launches[-1][2], kernels)["split"]["kernel"] == "v32_bh16_bt16_w8_s2"
+        assert decode_spec(forced_spec, launcher.launches[-1][2], kernels)["split"]["kernel"] == "v32_fused_bh16_bt16_w8_s2"
     monkeypatch.setenv(FORCE, "block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=2")
     with dispatch.forcing(None):  # the table, whatever the environment says
         assert run(args, *runtime) == ("hit", table_spec)

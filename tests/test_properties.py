@@ -43,8 +43,8 @@ from hypothesis import strategies as st
 import sparse_mla_aot
 from sparse_mla_aot import paths
 from sparse_mla_aot.catalog import Catalog
-from sparse_mla_aot.contract import MAX_SPLITS, Variant, table_stem
-from sparse_mla_aot.dispatch import FORCE_FIELDS, choose
+from sparse_mla_aot.contract import FAMILIES, MAX_SPLITS, Variant, table_stem
+from sparse_mla_aot.dispatch import DEFAULT_FORCED_FAMILY, FORCE_FIELDS, choose
 from sparse_mla_aot.kv_cache import model1_page_bytes
 from sparse_mla_aot.plan import make_plan
 from sparse_mla_aot.validation import MAX_TOPK, DecodeCall, check_arguments, check_devices
@@ -467,15 +467,19 @@ def force_specs(draw):
     if kind == "text":
         spec = draw(st.text(alphabet="block_hstanumwrpigfe=,0123456789-+ ._x", max_size=80))
         return spec, (("table",) if spec == "" else ("either",))
-    if kind == "known":  # a variant of the fake wheel's grid, shipped or pruned, of either family
-        _, *values = draw(st.sampled_from(sorted(VARIANTS)))
+    if kind == "known":  # a variant of the fake wheel's grid, shipped or pruned, of either kv_format and family
+        _, family, *values = draw(st.sampled_from(sorted(VARIANTS)))
     else:
+        family = draw(st.sampled_from(FAMILIES))
         values = [draw(st.sampled_from([8, 16, 32, 64])), draw(st.sampled_from([16, 32, 64])),
                   draw(st.sampled_from([2, 4, 8])), draw(st.sampled_from([1, 2, 3]))]
     splits = draw(st.sampled_from([1, 2, 3, 8, 16, 64, 65, 1000, 10**12])) if kind != "bad_splits" else \
         draw(st.sampled_from([0, -1, -64]))
     fields = dict(zip(FORCE_FIELDS, [*values, splits]))
     items = [(k, str(v)) for k, v in fields.items()]
+    if family != DEFAULT_FORCED_FAMILY or draw(st.booleans()):  # the default family may be left out
+        items.append(("family", family))
+    fields["family"] = family
     items = draw(st.permutations(items))
     if kind == "missing":
         drop = draw(st.sets(st.sampled_from(FORCE_FIELDS), min_size=1, max_size=len(FORCE_FIELDS) - 1))
@@ -483,7 +487,7 @@ def force_specs(draw):
         missing = [f for f in FORCE_FIELDS if f in drop]
         return _render(items, draw), ("error", re.escape(f"lacks {missing}"))
     if kind == "non_int":
-        i = draw(st.integers(0, len(items) - 1))
+        i = draw(st.sampled_from([j for j, (k, _) in enumerate(items) if k != "family"]))
         bad_value = draw(st.sampled_from(["x", "1.5", "0x10", "", "16x", "1e3"]))
         items[i] = (items[i][0], bad_value)
         return _render(items, draw), ("error", re.escape(f"{items[i][0]} must be an integer; got {bad_value!r}"))
@@ -554,7 +558,7 @@ def test_dispatch_always_picks_a_shipped_variant(full_catalog):
         spec, expectation = force
         if expectation[0] == "forced":
             fields = expectation[1]
-            name = Variant(call.kv_format, *(fields[f] for f in FORCE_FIELDS[:-1])).name
+            name = Variant(call.kv_format, fields["family"], *(fields[f] for f in FORCE_FIELDS[:-1])).name
             if name in shipped:
                 expectation = ("variant", name, fields["num_splits"])
             elif name in records:

@@ -10,37 +10,54 @@ from build_tools import paths, render
 from build_tools.variant import (MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid,
                                  load_targets)
 from sparse_mla_aot import plan
-from sparse_mla_aot.contract import COMBINE_PARAMS, D_V, SPLIT_PARAMS, TILES_IN_FLIGHT, VARIANT_FIELDS, Variant
+from sparse_mla_aot.contract import (COMBINE_PARAMS, D_V, FAMILIES, SPLIT_PARAMS, TILES_IN_FLIGHT, VARIANT_FIELDS,
+                                     WS_PRODUCER_WARPS, Variant)
 
-BASE = Variant("v32", 16, 16, 4, 2)
+BASE = Variant("v32", "fused", 16, 16, 4, 2)
 
 
 def test_every_grid_variant_renders_to_valid_python_with_its_parameters():
     variants = load_grid()
-    axes = tomllib.loads(paths.GRID_FILE.read_text())["axes"]
-    assert len(variants) == len(set(variants)) == math.prod(len(axes[field]) for field in VARIANT_FIELDS)
+    grid = tomllib.loads(paths.GRID_FILE.read_text())
+    expected = sum(math.prod(len({**grid["axes"], **axes}[f]) for f in VARIANT_FIELDS if f != "family")
+                   for axes in grid["family"].values())
+    assert len(variants) == len(set(variants)) == expected
+    assert {v.family for v in variants} == set(FAMILIES)
     for variant in variants:
         rendered = render.render_split(variant)
         tree = ast.parse(rendered.source)
         names = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
         assert rendered.kernel_name in names
         assert f"variant {variant.name}:" in rendered.source.splitlines()[1]
-        assert f"tl.arange(0, {variant.block_h})" in rendered.source
         assert "autotune" not in rendered.source
+        if variant.family == "fused":
+            assert f"tl.arange(0, {variant.block_h})" in rendered.source
+        else:  # producer warps beside the consumers, a ring of num_stages slots of block_t tokens
+            assert f"], [{WS_PRODUCER_WARPS}])" in rendered.source  # setmaxnreg only where the target has it
+            assert f"[{variant.num_stages}, {variant.block_t}, 512]" in rendered.source
+            assert f"warps_per_cta=[{variant.num_warps}, 1, 1]" in rendered.source
+
+
+def test_a_ws_variant_moves_registers_to_its_consumers_only_where_the_target_can():
+    variant = Variant("model1", "ws", 16, 64, 8, 2)
+    with_registers = f"], [{WS_PRODUCER_WARPS}], [{render.WS_PRODUCER_REGISTERS}])"
+    assert with_registers in render.render_split(variant, register_reallocation=True).source
+    assert f"], [{WS_PRODUCER_WARPS}])" in render.render_split(variant).source
 
 
 def test_name_encodes_every_field():
     for field in dataclasses.fields(Variant):
         value = getattr(BASE, field.name)
-        changed = dataclasses.replace(BASE, **{field.name: "model1" if field.name == "kv_format" else value * 2})
+        other = {"kv_format": "model1", "family": "ws"}.get(field.name, value * 2 if isinstance(value, int) else None)
+        changed = dataclasses.replace(BASE, **{field.name: other})
         assert changed.name != BASE.name, field.name
 
 
 def test_every_grid_name_parses_back_to_its_variant():
     for variant in load_grid():
         assert Variant.parse(variant.name) == variant
-    for bad in ("v32_bh16_bt16_w4", "v33_bh16_bt16_w4_s2", "v32_bh16_bt16_w4_s2_x", "combine"):
-        with pytest.raises(ValueError, match=rf"^'{bad}' is not a variant name like v32_bh16_bt32_w4_s2"):
+    for bad in ("v32_fused_bh16_bt16_w4", "v33_bh16_bt16_w4_s2", "v32_fused_bh16_bt16_w4_s2_x", "combine"):
+        with pytest.raises(ValueError, match=rf"^'{bad}' is not a variant name like v32_fused_bh16_bt32_w4_s2"):
             Variant.parse(bad)
 
 
@@ -120,20 +137,38 @@ def test_missing_template_variable_fails_loudly(tmp_path, monkeypatch):
 
 def test_is_buildable_is_the_only_pre_compile_rule():
     sm120 = get_target("sm120")
-    for variant in load_grid():
+    for variant in (v for v in load_grid() if v.family == "fused"):
         ok, reason = is_buildable(variant, sm120)
         fits = variant.block_h * D_V // (32 * variant.num_warps) <= MAX_ACCUMULATOR_REGISTERS
         assert ok == fits, variant.name
         if not ok:
             assert f"needs {accumulator_registers(variant)} registers per thread at {variant.num_warps} warps" in reason
-    assert is_buildable(Variant("v32", 64, 32, 8, 2), sm120)[0]
-    assert not is_buildable(Variant("v32", 64, 32, 4, 2), sm120)[0]  # 256 accumulator registers per thread
+    assert is_buildable(Variant("v32", "fused", 64, 32, 8, 2), sm120)[0]
+    assert not is_buildable(Variant("v32", "fused", 64, 32, 4, 2), sm120)[0]  # 256 accumulator registers per thread
     ok, reason = is_buildable(dataclasses.replace(BASE, num_stages=4), sm120)
     assert not ok and f"num_stages=4 (tiles in flight) must be one of {TILES_IN_FLIGHT}" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_t=128), sm120)
     assert not ok and "block_t=128" in reason
     ok, reason = is_buildable(dataclasses.replace(BASE, block_h=8), sm120)
     assert not ok and "block_h=8" in reason
+
+
+def test_the_ws_family_rules_name_their_reason():
+    sm90 = get_target("sm90")
+    ws = Variant("model1", "ws", 16, 64, 8, 2)
+    assert is_buildable(ws, sm90) == (True, None)
+    cases = {
+        dataclasses.replace(ws, num_stages=3): "num_stages=3 (ring slots) must be one of (2, 4)",
+        dataclasses.replace(ws, num_warps=2): "num_warps=2 (consumer warps) must be one of (4, 8)",
+        dataclasses.replace(ws, block_t=32): "block_t=32 over 8 consumer warps leaves fewer than 8 tokens",
+        dataclasses.replace(ws, block_h=32, num_warps=4): "needs 128 registers per consumer thread at 4 warps > 64",
+    }
+    for variant, reason in cases.items():
+        ok, why = is_buildable(variant, sm90)
+        assert not ok and reason in why, (variant.name, why)
+    assert [v.name for v in load_grid() if v.family == "ws" and is_buildable(v, sm90)[0]] == [
+        f"{kv}_ws_bh{bh}_bt{bt}_w{w}_s{s}" for kv in ("v32", "model1")
+        for bh, bt, w in ((16, 32, 4), (16, 64, 4), (16, 64, 8), (32, 64, 8)) for s in (2, 4)]
 
 
 @pytest.mark.parametrize("tiles_in_flight", [2, 3])
@@ -175,10 +210,10 @@ def test_qk_is_split_across_warpgroups_only_for_two_warpgroups_on_wgmma_without_
     from sparse_mla_aot.contract import LAYOUTS
 
     for kv_format in ("v32", "model1"):
-        wide = Variant(kv_format, 64, 64, 8, 1)
+        wide = Variant(kv_format, "fused", 64, 64, 8, 1)
         assert split(wide)
         assert not split(wide, wgmma=False)  # sm120 and the proxy: mma.sync
         for pipelined in (2, 3):  # Triton's pipeliner skips a loop holding loops
             assert not split(dataclasses.replace(wide, num_stages=pipelined))
-        assert not split(dataclasses.replace(wide, block_h=32)) and not split(Variant(kv_format, 16, 64, 8, 1))
+        assert not split(dataclasses.replace(wide, block_h=32)) and not split(Variant(kv_format, "fused", 16, 64, 8, 1))
     assert [t for t in load_targets().values() if t.wgmma] == [get_target("sm90")]

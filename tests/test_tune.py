@@ -39,7 +39,7 @@ def test_a_programmatic_combine_launch_is_part_of_a_row_s_choice():
 
 
 def test_force_spec_round_trips_through_the_runtime_parser():
-    spec = force_spec(Variant("model1", 16, 32, 8, 3), 4)
+    spec = force_spec(Variant("model1", "fused", 16, 32, 8, 3), 4)
     assert parse_side(spec) == spec
     assert parse_side("table") is None
     with pytest.raises(ValueError, match="SPARSE_MLA_AOT_FORCE"):
@@ -63,7 +63,7 @@ def _fake_build(tmp_path, monkeypatch, target, block_ts, warps, kept, stages=2):
 
     monkeypatch.setattr(paths, "VARIANTS_DIR", tmp_path / "variants")
     monkeypatch.setenv(paths.BUILD_DIR_ENV, str(tmp_path / "build"))
-    records = [fake_record(Variant(f, bh, bt, w, stages).name, target=target).to_json()
+    records = [fake_record(Variant(f, "fused", bh, bt, w, stages).name, target=target).to_json()
                for f in ("v32", "model1") for bh in (16, 32, 64) for bt in block_ts for w in warps]
     (tmp_path / "build" / target).mkdir(parents=True)
     (tmp_path / "build" / target / "report.json").write_text(json.dumps({"artifacts": records}))
@@ -84,11 +84,11 @@ def test_heuristic_tables_never_replace_a_tuned_table(tmp_path, monkeypatch):
     assert heuristic["provenance"]["kind"] == "heuristic"
     rows = [(r["max_batch_rows"], r["variant"], r["num_splits"]) for r in heuristic["rows"]]
     # 132 SMs: block_h 16 (8 head blocks) while bound * 8 < 132, then the family's largest, block_h 32 (4 blocks)
-    assert rows[:5] == [(1, "model1_bh16_bt64_w4_s1", 32), (2, "model1_bh16_bt64_w4_s1", 16),
-                        (4, "model1_bh16_bt64_w4_s1", 8), (8, "model1_bh16_bt64_w4_s1", 4),
-                        (16, "model1_bh16_bt64_w4_s1", 2)]
-    assert rows[5:] == [(32, "model1_bh32_bt64_w4_s1", 2), (64, "model1_bh32_bt64_w4_s1", 1),
-                        (128, "model1_bh32_bt64_w4_s1", 1), (None, "model1_bh32_bt64_w4_s1", 1)]
+    assert rows[:5] == [(1, "model1_fused_bh16_bt64_w4_s1", 32), (2, "model1_fused_bh16_bt64_w4_s1", 16),
+                        (4, "model1_fused_bh16_bt64_w4_s1", 8), (8, "model1_fused_bh16_bt64_w4_s1", 4),
+                        (16, "model1_fused_bh16_bt64_w4_s1", 2)]
+    assert rows[5:] == [(32, "model1_fused_bh32_bt64_w4_s1", 2), (64, "model1_fused_bh32_bt64_w4_s1", 1),
+                        (128, "model1_fused_bh32_bt64_w4_s1", 1), (None, "model1_fused_bh32_bt64_w4_s1", 1)]
 
 
 def test_screening_keeps_every_point_within_the_margin():
@@ -99,14 +99,17 @@ def test_screening_keeps_every_point_within_the_margin():
     assert contenders({("a", 1): 5.0}) == [("a", 1)]
 
 
-def test_points_skip_split_counts_beyond_the_tile_count():
+def test_split_counts_beyond_the_tile_count_are_measured_as_the_tile_count():
+    """640 tokens are 10 tiles of 64 and 40 of 16: 16 and 64 splits run as 10 at block_t 64 (measured once, and
+    not skipped: 10 splits is neither 8 nor a launch the runtime refuses), 64 as 40 at block_t 16."""
     from tuning.gpu_timing import Shape
     from tuning.tune import points
 
-    names = [Variant("model1", 16, bt, 4, 2).name for bt in (64, 16)]
+    names = [Variant("model1", "fused", 16, bt, 4, 2).name for bt in (64, 16)]
     records = {name: fake_record(name) for name in names}
     got = points(Shape("model1", 16, 512, 128), records, (1, 8, 16, 64))
-    assert got == [(names[0], 1), (names[0], 8), (names[1], 1), (names[1], 8), (names[1], 16)]
+    assert got == [(names[0], 1), (names[0], 8), (names[0], 10), (names[1], 1), (names[1], 8), (names[1], 16),
+                   (names[1], 40)]
 
 
 def test_rows_from_before_screening_read_as_full_and_only_full_rows_enter_the_table(tmp_path):
@@ -163,9 +166,9 @@ def test_mma_sync_targets_take_their_family_and_keep_proxy_derived_tables(tmp_pa
     tables.write_heuristic_tables("sm120")
     assert json.loads(derived.read_text())["rows"] == []
     model1 = json.loads(tables.table_path("sm120", "model1", 128).read_text())
-    assert {r["variant"] for r in model1["rows"]} == {"model1_bh16_bt64_w4_s1", "model1_bh32_bt64_w4_s1"}
+    assert {r["variant"] for r in model1["rows"]} == {"model1_fused_bh16_bt64_w4_s1", "model1_fused_bh32_bt64_w4_s1"}
     v32 = json.loads(tables.table_path("sm120", "v32", 64).read_text())
-    assert {r["variant"] for r in v32["rows"]} == {"v32_bh16_bt32_w4_s1", "v32_bh32_bt32_w4_s1"}
+    assert {r["variant"] for r in v32["rows"]} == {"v32_fused_bh16_bt32_w4_s1", "v32_fused_bh32_bt32_w4_s1"}
 
 
 def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_and_resumes(tmp_path, monkeypatch):
@@ -180,7 +183,7 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     from tuning.gpu_timing import Shape
 
     monkeypatch.delenv(paths.FORCE_ENV, raising=False)
-    bt16, bt64 = (Variant("model1", 16, bt, 4, 2).name for bt in (16, 64))
+    bt16, bt64 = (Variant("model1", "fused", 16, bt, 4, 2).name for bt in (16, 64))
     records = {name: fake_record(name) for name in (bt16, bt64)}
     speed = {16: {1: 100.0, 2: 60.0, 4: 40.0}, 64: {1: 45.0, 2: 300.0, 4: 500.0}}  # [block_t][splits] -> us
     captures = []
@@ -224,3 +227,31 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     assert len(captures) == 9 and captures[-1].endswith(",num_splits=4,programmatic_combine=1")
     best = tune.best_per_batch(more, [1])[1]
     assert (best["variant"], best["num_splits"], best["programmatic_combine"], best["median_us"]) == (bt16, 4, 1, 38.0)
+
+
+@pytest.mark.parametrize("label", ["model1/h16/topk512+128", "model1/h64/topk512+128", "v32/h16/topk2048",
+                                   "v32/h128/topk2048"])
+def test_every_timed_replay_reads_twice_the_l2_from_dram(label):
+    """The rotating input sets are sized so that one replay is expected to read ROTATION_BYTES = 2 x L2 of distinct
+    cache bytes at every batch size (the small batches most: model1 at one row needs hundreds of sets), and no
+    more sets than that takes: a replay measures DRAM gathers, not L2 hits."""
+    from tuning.gpu_timing import L2_BYTES, ROTATION_BYTES, Shape, distinct_bytes, set_count
+    from tuning.tune import BATCHES
+
+    shape = Shape.parse(label)
+    assert ROTATION_BYTES == 2 * L2_BYTES
+    for batch in BATCHES:
+        sets = set_count(shape, batch)
+        assert distinct_bytes(shape, batch, sets) >= ROTATION_BYTES, (batch, sets)
+        assert sets == 2 or distinct_bytes(shape, batch, sets - 1) < ROTATION_BYTES, (batch, sets)
+    assert set_count(shape, 1) > 32  # what the old cap of 32 sets left in L2
+
+
+def test_distinct_bytes_counts_each_set_of_the_extra_cache_too():
+    from tuning.gpu_timing import BYTES_PER_TOKEN, CACHE_TOKENS, Shape, distinct_bytes
+
+    main_only, both = Shape("model1", 16, 512, 0), Shape("model1", 16, 512, 128)
+    assert distinct_bytes(both, 4, 3) > distinct_bytes(main_only, 4, 3)
+    # few draws over a large cache are nearly all distinct; many saturate at the two caches' size
+    assert distinct_bytes(main_only, 1, 1) == pytest.approx(512 * BYTES_PER_TOKEN["model1"], rel=1e-3)
+    assert distinct_bytes(both, 10**6, 10) == pytest.approx(2 * CACHE_TOKENS * BYTES_PER_TOKEN["model1"])

@@ -14,9 +14,12 @@ import sparse_mla_aot
 from sparse_mla_aot.contract import BYTES_PER_TOKEN, D_QK, D_V
 from sparse_mla_aot.reference import make_inputs
 
-CACHE_TOKENS = 262144  # one shared cache of ~150 MB: the gathers land mostly outside the H200's 60 MB L2
-ROTATION_BYTES = 120 * 2**20  # each timed replay touches at least this much distinct cache (2x L2)
-MAX_SETS = 32
+L2_BYTES = 60 * 2**20  # the H200's L2 (50 MB on an H100): timed replays must read from DRAM, not from here
+ROTATION_BYTES = 2 * L2_BYTES  # each timed replay reads at least this many distinct cache bytes (expected)
+GENERATED_TOKENS = 262144  # random tokens quantized once (on the GPU); the cache repeats them
+CACHE_COPIES = 4  # ... this many times: 1M tokens (600-690 MB), so a replay's draws rarely meet twice
+CACHE_TOKENS = GENERATED_TOKENS * CACHE_COPIES
+PAGE = 64  # tokens per page of both caches
 
 
 @dataclass(frozen=True)
@@ -41,34 +44,75 @@ class Shape:
         return cls(kv_format, int(h_q), int(topk), int(extra or 0))
 
 
+def distinct_bytes(shape: Shape, batch_rows: int, sets: int) -> float:
+    """The cache bytes one replay of `sets` calls is expected to read at least once: the main set's tokens are
+    uniform draws over CACHE_TOKENS, so draws = sets * rows * topk cover tokens * (1 - exp(-draws / tokens)) of it;
+    the extra set's windows (InputSets.extra_windows) are as many uniform draws of PAGE-aligned runs."""
+    per_token = BYTES_PER_TOKEN[shape.kv_format]
+    covered = 0.0
+    for count in (shape.topk, shape.extra_topk):
+        draws = sets * batch_rows * count
+        covered += CACHE_TOKENS * per_token * -math.expm1(-draws / CACHE_TOKENS) if count else 0.0
+    return covered
+
+
+def set_count(shape: Shape, batch_rows: int) -> int:
+    """The fewest rotating sets (at least 2) whose replay reads ROTATION_BYTES distinct cache bytes."""
+    sets = 2
+    while distinct_bytes(shape, batch_rows, sets) < ROTATION_BYTES:
+        sets *= 2
+    low, high = sets // 2, sets
+    while high - low > 1:  # the smallest count in (low, high] that still reaches it
+        middle = (low + high) // 2
+        low, high = (middle, high) if distinct_bytes(shape, batch_rows, middle) < ROTATION_BYTES else (low, middle)
+    return max(2, high)
+
+
 class InputSets:
-    """A shared cache (+ extra cache, sink) and `count` rotating sets of q, indices and lengths per batch size."""
+    """Shared caches (the extra set's as large as the main one, like an engine's window cache across layers and
+    steps) and set_count(shape, rows) rotating sets of q, indices and window positions per batch size."""
 
     def __init__(self, shape: Shape, seed: int = 0):
         self.shape = shape
-        self.base = make_inputs(1, 1, shape.h_q, shape.topk, shape.kv_format, num_blocks=CACHE_TOKENS // 64,
-                                extra_topk=shape.extra_topk, with_sink=True, device="cuda", seed=seed)
+        base = make_inputs(1, 1, shape.h_q, shape.topk, shape.kv_format, num_blocks=GENERATED_TOKENS // PAGE,
+                           extra_topk=shape.extra_topk, with_sink=True, device="cuda", seed=seed)
+        base["k_cache"] = repeat_pages(base["k_cache"], CACHE_COPIES)
+        if shape.extra_topk:  # a cache of its own, as large as the main one
+            extra = make_inputs(1, 1, 1, PAGE, shape.kv_format, num_blocks=GENERATED_TOKENS // PAGE, device="cuda",
+                                seed=seed + 1)["k_cache"]
+            base["extra_k_cache"] = repeat_pages(extra, CACHE_COPIES)
+        self.base = base
         self.generator = torch.Generator(device="cuda").manual_seed(seed)
 
     def sets_for(self, batch_rows: int) -> list[dict]:
         s = self.shape
-        per_call = batch_rows * (s.topk + s.extra_topk) * BYTES_PER_TOKEN[s.kv_format]
-        count = max(2, min(MAX_SETS, math.ceil(ROTATION_BYTES / per_call)))
         sets = []
-        for _ in range(count):
+        for _ in range(set_count(s, batch_rows)):
             inputs = dict(self.base)
             inputs["q"] = torch.randn((batch_rows, 1, s.h_q, D_QK[s.kv_format]), device="cuda",
                                       generator=self.generator).to(torch.bfloat16)
-            inputs["indices"] = self._indices(batch_rows, s.topk, CACHE_TOKENS)
+            inputs["indices"] = torch.randint(0, CACHE_TOKENS, (batch_rows, 1, s.topk), device="cuda",
+                                              generator=self.generator, dtype=torch.int32)
             if s.extra_topk:
-                extra = self.base["extra_k_cache"]
-                inputs["extra_indices"] = self._indices(batch_rows, s.extra_topk, extra.shape[0] * extra.shape[1])
+                inputs["extra_indices"] = self.extra_windows(batch_rows)
             sets.append(inputs)
         return sets
 
-    def _indices(self, batch_rows: int, count: int, tokens: int) -> torch.Tensor:
-        return torch.randint(0, tokens, (batch_rows, 1, count), device="cuda", generator=self.generator,
-                             dtype=torch.int32)
+    def extra_windows(self, batch_rows: int) -> torch.Tensor:
+        """Each row's extra set as an engine's sliding window holds it: extra_topk consecutive tokens from a
+        page-aligned start."""
+        pages = CACHE_TOKENS // PAGE - -(-self.shape.extra_topk // PAGE)
+        start = torch.randint(0, pages + 1, (batch_rows, 1, 1), device="cuda", generator=self.generator) * PAGE
+        return (start + torch.arange(self.shape.extra_topk, device="cuda")).to(torch.int32)
+
+
+def repeat_pages(cache: torch.Tensor, copies: int) -> torch.Tensor:
+    """A cache of `copies` times the pages, each copy at its own addresses, with the same page-blocked strides (a
+    model1 view's page stride is its padded page, not its row count)."""
+    blocks, page_size, heads, width = cache.shape
+    storage = cache.as_strided((blocks, cache.stride(0)), (cache.stride(0), 1))
+    flat = storage.repeat(copies, 1)
+    return flat.as_strided((blocks * copies, page_size, heads, width), cache.stride())
 
 
 def capture(sets: list[dict], decode: Callable | None = None, warmups: int = 2) -> torch.cuda.CUDAGraph:

@@ -60,9 +60,14 @@ def numerics_rejects(shape: Shape, records: dict[str, ArtifactRecord]) -> dict[s
 
 
 def points(shape: Shape, records: dict[str, ArtifactRecord], splits) -> list[tuple[str, int]]:
-    """(variant, split count) pairs; more splits than tiles would be the same launch as tiles splits."""
-    return [(name, s) for name, record in records.items() for s in splits
-            if s <= (shape.topk + shape.extra_topk) // record.variant.block_t]
+    """(variant, split count) pairs. More splits than tiles would be the same launch as one split per tile, so a
+    split count beyond the tile count is measured as the tile count itself (model1 topk 512 + 128 at block_t 64 has
+    10 tiles: 16 and 64 splits run as 10, which 8 does not cover)."""
+    found = []
+    for name, record in records.items():
+        tiles = (shape.topk + shape.extra_topk) // record.variant.block_t
+        found += [(name, s) for s in sorted({min(s, tiles) for s in splits})]
+    return found
 
 
 def contenders(screened: dict[tuple[str, int], float], margin: float = SCREEN_MARGIN) -> list[tuple[str, int]]:

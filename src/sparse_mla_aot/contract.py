@@ -84,12 +84,19 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 
 # ---------------------------------------------------------------------------------------------- variants
 
-VARIANT_FIELDS = ("kv_format", "block_h", "block_t", "num_warps", "num_stages")
-# num_stages is the number of tiles in flight, implemented by the template (docs/design.md#performance): 1 gathers
-# a tile's bytes where it is computed (its indices were loaded a tile ahead), 2 and 3 also have the next one or two
-# tiles' bytes in flight meanwhile (cp.async into shared memory, by Triton's pipeliner with that many stages).
+# Kernel families (docs/design.md#the-variant-space), an axis of the grid that the tables choose between per batch
+# size. fused: one Triton kernel whose warps all gather and compute; num_stages is its tiles in flight (1 gathers a
+# tile's bytes where they are computed, its indices loaded a tile ahead; 2 and 3 also have the next one or two
+# tiles' bytes in flight, through shared memory by Triton's software pipeliner with that many stages). ws: a Gluon
+# kernel whose producer warps gather tiles into a ring of num_stages shared-memory slots guarded by mbarriers, while
+# num_warps consumer warps compute (docs/design.md#the-ws-family-producer-warps-and-a-ring).
+FAMILIES = ("fused", "ws")
+VARIANT_FIELDS = ("kv_format", "family", "block_h", "block_t", "num_warps", "num_stages")
 TILES_IN_FLIGHT = (1, 2, 3)
-_VARIANT_NAME = re.compile(rf"({'|'.join(KV_FORMATS)})_bh(\d+)_bt(\d+)_w(\d+)_s(\d+)")
+# A ws kernel's producer warps: one warp of cp.async copies keeps too few bytes in flight (a warp's outstanding
+# memory instructions are limited), so a whole warpgroup gathers (docs/design.md#the-ws-family-producer-warps-and-a-ring).
+WS_PRODUCER_WARPS = 4
+_VARIANT_NAME = re.compile(rf"({'|'.join(KV_FORMATS)})_({'|'.join(FAMILIES)})_bh(\d+)_bt(\d+)_w(\d+)_s(\d+)")
 
 
 @dataclass(frozen=True, order=True)
@@ -97,6 +104,7 @@ class Variant:
     """One specialization of the split kernel; every field is baked into its rendered source and its name."""
 
     kv_format: str
+    family: str
     block_h: int
     block_t: int
     num_warps: int
@@ -104,16 +112,25 @@ class Variant:
 
     @property
     def name(self) -> str:
-        return f"{self.kv_format}_bh{self.block_h}_bt{self.block_t}_w{self.num_warps}_s{self.num_stages}"
+        return (f"{self.kv_format}_{self.family}_bh{self.block_h}_bt{self.block_t}_w{self.num_warps}"
+                f"_s{self.num_stages}")
+
+    @property
+    def launch_warps(self) -> int:
+        """Warps per program at launch: a ws kernel adds its producer warps, and warp specialization hands registers
+        out per warpgroup of 4 warps, so its warp count rounds up to a multiple of 4."""
+        if self.family == "ws":
+            return -(-(self.num_warps + WS_PRODUCER_WARPS) // 4) * 4
+        return self.num_warps
 
     @classmethod
     def parse(cls, name: str) -> Variant:
-        """The inverse of name: 'v32_bh16_bt32_w4_s2' -> Variant('v32', 16, 32, 4, 2)."""
+        """The inverse of name: 'v32_fused_bh16_bt32_w4_s2' -> Variant('v32', 'fused', 16, 32, 4, 2)."""
         match = _VARIANT_NAME.fullmatch(name)
         if match is None:
-            raise ValueError(f"{name!r} is not a variant name like v32_bh16_bt32_w4_s2 (kv_format one of "
-                             f"{KV_FORMATS})")
-        return cls(match.group(1), *(int(g) for g in match.groups()[1:]))
+            raise ValueError(f"{name!r} is not a variant name like v32_fused_bh16_bt32_w4_s2 (kv_format one of "
+                             f"{KV_FORMATS}, family one of {FAMILIES})")
+        return cls(match.group(1), match.group(2), *(int(g) for g in match.groups()[2:]))
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -206,7 +223,7 @@ def parse_table_stem(stem: str) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------- artifact records
 
-RECORD_SCHEMA = 5  # bump when a field of ArtifactRecord or Resources changes
+RECORD_SCHEMA = 6  # bump when a field of ArtifactRecord or Resources changes
 STATUSES = ("shipped", "pruned")
 KINDS = ("split", "combine")
 
@@ -261,7 +278,7 @@ class ArtifactRecord:
     kind: str  # "split" | "combine"
     target: str
     kernel_name: str  # the symbol inside the binary
-    num_warps: int
+    num_warps: int  # warps per program at launch (Variant.launch_warps; the block is 32 * num_warps threads)
     num_stages: int
     params: tuple[Param, ...]  # the kernel's parameters, scratch pointers included
     max_shared_bytes: int  # the target's limit it was checked against

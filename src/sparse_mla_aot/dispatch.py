@@ -10,13 +10,15 @@ from dataclasses import dataclass
 
 from sparse_mla_aot import paths
 from sparse_mla_aot.catalog import Catalog, DispatchTable
-from sparse_mla_aot.contract import VARIANT_FIELDS, Variant, table_stem
+from sparse_mla_aot.contract import FAMILIES, VARIANT_FIELDS, Variant, table_stem
 
 FORCED_VARIANT_FIELDS = VARIANT_FIELDS[1:]  # the kv_format comes from the call
-FORCE_FIELDS = (*FORCED_VARIANT_FIELDS, "num_splits")
-# May be left out (0): 1 launches the combine kernel as a programmatic dependent launch where it was compiled for it
-# (docs/design.md#programmatic-dependent-launch).
-OPTIONAL_FORCE_FIELDS = ("programmatic_combine",)
+FORCE_FIELDS = ("block_h", "block_t", "num_warps", "num_stages", "num_splits")
+# May be left out: family (default "fused", the family forcing had before there were two); programmatic_combine
+# (default 0; 1 launches the combine kernel as a programmatic dependent launch where it was compiled for it,
+# docs/design.md#programmatic-dependent-launch).
+OPTIONAL_FORCE_FIELDS = ("family", "programmatic_combine")
+DEFAULT_FORCED_FAMILY = "fused"
 _FROM_ENVIRONMENT = object()
 _forced: ContextVar[object] = ContextVar("sparse_mla_aot_forced", default=_FROM_ENVIRONMENT)
 
@@ -77,19 +79,25 @@ def forced_spec() -> str | None:
     return os.fsdecode(token) if isinstance(token, bytes) else token
 
 
-def parse_force(spec: str) -> dict[str, int]:
+def parse_force(spec: str) -> dict[str, int | str]:
     """'block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=16' -> dict; every FORCE_FIELDS field required,
-    programmatic_combine (0 or 1) optional."""
-    fields = {"programmatic_combine": 0}
+    family (one of FAMILIES, default fused) and programmatic_combine (0 or 1) optional."""
+    fields: dict[str, int | str] = {"family": DEFAULT_FORCED_FAMILY, "programmatic_combine": 0}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         key, sep, value = part.partition("=")
-        if not sep or key.strip() not in FORCE_FIELDS + OPTIONAL_FORCE_FIELDS:
+        key, value = key.strip(), value.strip()
+        if not sep or key not in FORCE_FIELDS + OPTIONAL_FORCE_FIELDS:
             raise ValueError(f"{paths.FORCE_ENV}: {part!r} is not field=value with a field among "
                              f"{FORCE_FIELDS + OPTIONAL_FORCE_FIELDS}")
+        if key == "family":
+            if value not in FAMILIES:
+                raise ValueError(f"{paths.FORCE_ENV}: family must be one of {FAMILIES}; got {value!r}")
+            fields[key] = value
+            continue
         try:
-            fields[key.strip()] = int(value)
+            fields[key] = int(value)
         except ValueError:
-            raise ValueError(f"{paths.FORCE_ENV}: {key.strip()} must be an integer; got {value!r}") from None
+            raise ValueError(f"{paths.FORCE_ENV}: {key} must be an integer; got {value!r}") from None
     missing = [f for f in FORCE_FIELDS if f not in fields]
     if missing:
         raise ValueError(f"{paths.FORCE_ENV}={spec!r} lacks {missing}; example: "
