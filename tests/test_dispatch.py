@@ -301,8 +301,8 @@ def test_the_combine_launch_follows_the_table_row_or_the_forced_spec(catalog):
 
 def test_explain_names_variant_splits_and_row(catalog):
     text = explain(5, 16, "v32", target="sm90", catalog=catalog)
-    assert isinstance(text, str)
-    assert text.startswith("v32_fused_bh16_bt32_w4_s2, num_splits=8")
+    assert text == ("v32_fused_bh16_bt32_w4_s2, num_splits=8 (clamped at run time to the tile count): batch_rows 5: "
+                    "table sm90/v32_h16 (heuristic) row 1: batch_rows <= 8; 19,206 B shared, 128 registers")
     assert "batch_rows 5" in text
     assert "table sm90/v32_h16 (heuristic) row 1" in text and "<= 8" in text
     shared = 1000 * 16 + 100 * 32 + 4 + 2

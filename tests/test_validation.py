@@ -8,6 +8,7 @@ import dataclasses
 import math
 import re
 import sys
+import types
 
 import pytest
 import torch
@@ -479,14 +480,30 @@ def test_all_on_one_cuda_device_passes_device_check():
     assert check_devices(c) == torch.device("cuda", 0)
 
 
+class _UntouchableLauncher(types.ModuleType):
+    """Stands in for the native launcher: records every attribute read (any use of the driver starts with one)."""
+
+    def __init__(self):
+        super().__init__("sparse_mla_aot._launcher")
+        self.read: list[str] = []
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # the import system probes module dunders; those are not uses
+            raise AttributeError(name)
+        self.read.append(name)
+        raise AssertionError(f"the native launcher was used ({name}) before the arguments were checked")
+
+
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 def test_sparse_mla_decode_rejects_cpu_tensors_before_any_driver_use(kv_format, monkeypatch, tmp_path):
-    # No kernels anywhere: reaching the catalog or the native launcher would fail differently.
+    # No kernels anywhere: reaching the catalog would fail differently; the launcher is a stand-in that records use.
     monkeypatch.setenv("SPARSE_MLA_AOT_KERNEL_DIR", str(tmp_path / "no-kernels"))
+    launcher = _UntouchableLauncher()
+    monkeypatch.setitem(sys.modules, "sparse_mla_aot._launcher", launcher)
     args = full_inputs(kv_format)
     with raises(ValueError, r"q must be a CUDA tensor; got device cpu"):
         sparse_mla_aot.sparse_mla_decode(**args)
-    assert "sparse_mla_aot._launcher" not in sys.modules
+    assert launcher.read == []
 
 
 def test_sparse_mla_decode_validates_before_device_check():
