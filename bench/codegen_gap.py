@@ -69,8 +69,10 @@ def main() -> None:
         print(f"{name:<24} {batch:>4} {splits:>6} {ours['median_us']:>9.1f} {jit['specialized']['median_us']:>9.1f} "
               f"{jit['unspecialized']['median_us']:>18.1f}", flush=True)
     out = Path(os.environ.get("OUT", ".")) / "codegen_gap.json"
-    out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "cubin_triton": cubin_triton,
-                               "jit_triton": triton.__version__, "rows": rows}, indent=1))
+    partial = out.with_suffix(".json.tmp")
+    partial.write_text(json.dumps({"device": torch.cuda.get_device_name(), "cubin_triton": cubin_triton,
+                                   "jit_triton": triton.__version__, "rows": rows}, indent=1))
+    partial.replace(out)
 
 
 if __name__ == "__main__":

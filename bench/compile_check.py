@@ -1,7 +1,8 @@
 """The engine path on the GPU host: a function calling torch.ops.sparse_mla_aot.sparse_mla_decode, compiled with
 torch.compile(mode="reduce-overhead", fullgraph=True) (CUDA graphs; fullgraph makes any graph break an error),
 must match eager (bit for bit, and the reference), also after new values are copied into its inputs; and the time
-per step: plain function, custom op eager, compiled. Prints a table; writes JSON to $OUT/compile_check_<target>.json.
+per step: plain function, custom op eager, compiled. Prints a table; writes JSON to $OUT/compile_check_<target>.json;
+exits 1 when any check fails.
 
     python bench/compile_check.py
 """
@@ -95,7 +96,7 @@ def check_shape(name: str, shape: dict, b: int) -> dict:
     return row
 
 
-def main() -> None:
+def main() -> int:
     target = sparse_mla_aot.prepare()
     rows = [check_shape(name, shape, b) for name, shape in SHAPES.items() for b in BATCHES]
     print(f"torch.compile(mode='reduce-overhead', fullgraph=True) over the custom op, {torch.cuda.get_device_name()}, "
@@ -116,7 +117,11 @@ def main() -> None:
                        "rows": rows}, f, indent=1)
         os.replace(path + ".tmp", path)
         print(f"wrote {path}")
+    failed = [f"{r['shape']} b={r['b']}" for r in rows if not r["ok"]]
+    if failed:
+        print(f"FAILED: {len(failed)} of {len(rows)} checks: {'; '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

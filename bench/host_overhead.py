@@ -7,7 +7,8 @@ Cases: (a) model1 h_q 16 b=1, no options; (b) model1 h_q 64 b=1 with attn_sink, 
 (with its lengths); (c) v32 h_q 128 b=1. Each sample times one call with an idle GPU queue (synchronize before
 it, not inside it); figures are the median and p99 of `--calls` samples. A case's rows are sampled in turns, 100
 calls at a time, so that they share the host's state: on the H200 host the same call measured 20.4 and 28.8 us in
-two processes a minute apart, so compare the rows of one case, not figures of different runs. Rows:
+two processes a minute apart, so compare the rows of one case, not figures of different runs. Exits 1 when our
+output is wrong in any case. Rows:
   ours                 sparse_mla_decode(...), out/lse allocated by the call (as FlashMLA allocates its own)
   ours, out/lse given  the same with preallocated out= and lse=
   custom op            torch.ops.sparse_mla_aot.sparse_mla_decode(...) in eager mode (the dispatcher's cost on top)
@@ -199,7 +200,7 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     calls = parser.parse_args().calls
@@ -215,7 +216,11 @@ def main() -> None:
             json.dump(results, f, indent=1)
         os.replace(path + ".tmp", path)
         print(f"wrote {path}")
+    wrong = [name for name, r in results["cases"].items() if not r["correct"]]
+    if wrong:
+        print(f"FAILED: our output is wrong in {len(wrong)} of {len(results['cases'])} cases: {', '.join(wrong)}")
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -145,13 +145,17 @@ def _scaled_splits(num_splits: int, target: str) -> int:
     return max(1, min(MAX_SPLITS, 2 ** round(math.log2(scaled))))
 
 
+def _check_proxy_derived_target(target: str) -> None:
+    if _group(target) != "mma.sync" or target == PROXY_TARGET:
+        raise ValueError(f"proxy-derived tables are for {[t for t in MMA_SYNC_TARGETS if t != PROXY_TARGET]}; "
+                         f"got {target!r}")
+
+
 def proxy_derived_table(target: str, records: dict[str, ArtifactRecord], proxy_rows: list[dict], kv_format: str,
                         h_q: int, source: dict) -> dict:
     """An mma.sync target's table from an sm89-proxy sweep of the same shape (no sm120 GPU here:
     docs/design.md#verifying-sm120-without-an-sm120)."""
-    if _group(target) != "mma.sync" or target == PROXY_TARGET:
-        raise ValueError(f"proxy-derived tables are for {[t for t in MMA_SYNC_TARGETS if t != PROXY_TARGET]}; "
-                         f"got {target!r}")
+    _check_proxy_derived_target(target)
     shipped = {n for n, r in records.items() if r.status == "shipped"}
     full = [r for r in proxy_rows if r["stage"] == "full" and r["variant"] in shipped]
     if not full:
@@ -175,6 +179,7 @@ def proxy_derived_table(target: str, records: dict[str, ArtifactRecord], proxy_r
 
 def write_proxy_derived_tables(target: str, sweep_dir: Path) -> list[Path]:
     """One table per sm89-proxy sweep CSV in sweep_dir (`tune --target sm89-proxy` writes them); tuned tables stay."""
+    _check_proxy_derived_target(target)  # before reading a build or a sweep
     records = _records(target)
     written = []
     for csv_path in sorted(sweep_dir.glob(f"{PROXY_TARGET}_*.csv")):

@@ -117,6 +117,42 @@ def test_decide_prunes_over_the_limit_and_warns_on_spills():
     assert "no tensor-core" in decide(sm120, _resources(1_000, mma_instructions=())).warnings[0]
 
 
+WS_GRID = """
+[axes]
+kv_format = ["v32", "model1"]
+
+[family.ws]
+block_h = [16, 32]
+block_t = [32, 64]
+num_warps = [4, 8]
+num_stages = [2, 4]
+"""
+
+
+def test_every_ws_variant_compiles_for_the_proxy_without_register_reallocation(tmp_path, monkeypatch):
+    """The whole ws axis for sm89-proxy (sm120 and sm90 get it in the CI wheel test): each variant is ruled out with
+    why, or compiles and ships or is pruned with its figure; its PTX has no setmaxnreg, which sm_89 lacks."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text(WS_GRID)
+    monkeypatch.setenv(paths.BUILD_DIR_ENV, str(tmp_path / "out"))
+    report = build_target("sm89-proxy", jobs=2, grid=grid, log=io.StringIO())
+    limit = get_target("sm89-proxy").max_shared_bytes
+    splits = [r for r in report["artifacts"] if r.kind == "split"]
+    assert [r.variant for r in splits] == load_grid(grid)
+    compiled = [r for r in splits if r.resources is not None]
+    assert len(compiled) == 16  # 8 per kv_format pass is_buildable
+    for record in splits:
+        if record.resources is None:
+            assert record.status == "pruned" and record.reason.startswith("not buildable: "), record.name
+        elif record.resources.total_shared_bytes > limit:
+            assert record.status == "pruned" and "shared memory >" in record.reason, record.name
+        else:
+            assert record.status == "shipped", (record.name, record.reason)
+            ptx = (paths.target_dir("sm89-proxy") / record.binary).read_text()
+            assert "setmaxnreg" not in ptx, record.name
+    assert {r.name for r in splits if r.status == "shipped"} >= {"v32_ws_bh16_bt32_w4_s4", "model1_ws_bh16_bt32_w4_s4"}
+
+
 def test_sm121_runs_sm120s_family_binaries():
     targets = load_targets()
     assert targets["sm121"].binaries == "sm120" and targets["sm120"].cubin_arch == "sm_120f"

@@ -124,7 +124,7 @@ def test_row_without_tokens_gives_zero_and_inf(kv_format: str) -> None:
 def test_sink_scales_out_and_keeps_lse(kv_format: str) -> None:
     inputs = make_inputs(2, 1, 8, 64, kv_format, seed=5)
     out, lse = reference_sparse_mla_decode(**inputs)
-    sink = torch.randn(8)
+    sink = torch.randn(8, generator=torch.Generator().manual_seed(5))
     sink[1] = math.inf
     sink[2] = -math.inf
     sink[3] = float(lse[0, 0, 3])  # equal weights: the sink takes half
@@ -142,7 +142,7 @@ def test_sink_scales_out_and_keeps_lse(kv_format: str) -> None:
 def test_extra_set_equals_concatenated_indices(kv_format: str) -> None:
     inputs = make_inputs(2, 2, 8, 64, kv_format, seed=6)
     extra = torch.randint(0, inputs["k_cache"].shape[0] * inputs["k_cache"].shape[1], (2, 2, 64),
-                          dtype=torch.int32)
+                          dtype=torch.int32, generator=torch.Generator().manual_seed(6))
     extra[..., ::5] = -1
     out, lse = reference_sparse_mla_decode(**{**inputs, "extra_k_cache": inputs["k_cache"], "extra_indices": extra})
     joined = torch.cat([inputs["indices"], extra], dim=-1)

@@ -82,7 +82,7 @@ def test_q_wrong_d_qk():
 
 def test_q_unsupported_h_q():
     args = inputs()
-    q = torch.randn((B, S_Q, 12, 576)).to(torch.bfloat16)
+    q = torch.zeros((B, S_Q, 12, 576), dtype=torch.bfloat16)  # only the shape is checked
     with raises(ValueError, r"q: h_q must be one of \(8, 16, 32, 64, 128\); got 12"):
         call(args, q=q)
 

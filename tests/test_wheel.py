@@ -1,6 +1,6 @@
 """The wheel, built from the reduced CI grid (SPARSE_MLA_AOT_GRID, documented in setup.py and the README),
-installed into a fresh venv without Triton: import, manifest, tables and explain() for every row; and a copy of
-the installed package, tampered with, refuses to load."""
+installed into a fresh venv without Triton: import (the native launcher too), manifest, tables and explain() for
+every row; and a copy of the installed package, tampered with, refuses to load."""
 import json
 import os
 import shutil
@@ -37,6 +37,17 @@ try:
     raise SystemExit("triton is importable in the test venv")
 except ModuleNotFoundError:
     pass
+# the wheel's own native launcher, not a source tree's: imports without a driver, agrees with launch.py's packing
+import os
+from sparse_mla_aot import _launcher, launch
+assert os.path.dirname(_launcher.__file__) == os.path.dirname(sparse_mla_aot.__file__), _launcher.__file__
+assert _launcher.__file__.endswith(".abi3.so"), _launcher.__file__
+assert _launcher.SPEC_BYTES == launch.SPEC_BYTES, (_launcher.SPEC_BYTES, launch.SPEC_BYTES)
+try:
+    _launcher.launch(b"short", 0)
+    raise SystemExit("_launcher.launch accepted a spec of the wrong length")
+except ValueError as error:
+    assert "spec must be bytes of length" in str(error), error
 catalog = Catalog()
 manifest = catalog.manifest
 checked, explained = 0, 0

@@ -216,8 +216,9 @@ def table_stem(kv_format: str, h_q: int) -> str:
 def parse_table_stem(stem: str) -> tuple[str, int]:
     """The inverse of table_stem: 'model1_h64' -> ('model1', 64)."""
     kv_format, sep, h_q = stem.rpartition("_h")
-    if not sep or kv_format not in LAYOUTS or not h_q.isdigit():
-        raise ValueError(f"{stem!r} is not a table name <kv_format>_h<h_q> with kv_format one of {KV_FORMATS}")
+    if not sep or kv_format not in LAYOUTS or not h_q.isdigit() or int(h_q) not in SUPPORTED_H_Q:
+        raise ValueError(f"{stem!r} is not a table name <kv_format>_h<h_q> with kv_format one of {KV_FORMATS} "
+                         f"and h_q one of {SUPPORTED_H_Q}")
     return kv_format, int(h_q)
 
 

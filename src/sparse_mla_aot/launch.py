@@ -117,7 +117,10 @@ class DeviceKernels:
             for name in names:
                 if name in self.kernels:
                     continue
-                record = records[name]
+                record = records.get(name)
+                if record is None or record.status != "shipped":
+                    why = "no such kernel in this wheel" if record is None else f"pruned: {record.reason}"
+                    raise KeyError(f"sparse_mla_aot: kernel {name} cannot be loaded for {self.target} ({why})")
                 _check_signature(record)
                 image = self.catalog.binary(self.target, name)
                 if record.binary_format == "ptx":

@@ -153,13 +153,17 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
                            attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
                            extra_topk_length=None):
     """FlashMLA's sparse-decode signature: lse comes back [b, h_q, s_q]. block_table, cache_seqlens and the
-    scheduler arguments are accepted for drop-in use and ignored (sparse decode addresses tokens by indices)."""
+    scheduler arguments are accepted for drop-in use and ignored (sparse decode addresses tokens by indices); the cache
+    must be fp8 (is_fp8_kvcache=True)."""
     if indices is None:
         raise ValueError("indices is required: sparse_mla_aot implements FlashMLA's sparse decode only")
     if head_dim_v != D_V:
         raise ValueError(f"head_dim_v must be {D_V}; got {head_dim_v}")
     if causal:
         raise ValueError("causal=True has no meaning for sparse decode; pass causal=False")
+    if not is_fp8_kvcache:
+        raise ValueError(f"is_fp8_kvcache must be True: sparse_mla_aot reads fp8 KV caches only; "
+                         f"got {is_fp8_kvcache!r}")
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
     out, lse = sparse_mla_decode(q, k_cache, indices, softmax_scale, attn_sink=attn_sink, topk_length=topk_length,
