@@ -18,7 +18,7 @@ import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import ops, sparse_mla_decode
-from sparse_mla_aot.contract import COMBINE_NAME, Variant
+from sparse_mla_aot.contract import Variant
 from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 
@@ -61,6 +61,12 @@ WS_CASES = [("model1", dict(h_q=16, topk=512, extra_topk=128)), ("model1", dict(
             ("v32", dict(h_q=32, topk=1024)), ("v32", dict(h_q=16, topk=256))]
 
 
+def shipped_ws_variants() -> list[Variant]:
+    """Every ws variant the wheel ships for this target, in name order."""
+    shipped = ops.catalog().shipped(RESULTS["target"])
+    return [shipped[n].variant for n in sorted(shipped) if shipped[n].variant and shipped[n].variant.family == "ws"]
+
+
 def variant_numerics() -> list:
     """Forced variants, b=3, s_q=2 (6 rows), sink + topk_length (+ the extra set for model1): fused bh {16, 64} x
     bt {16, 32} x tiles in flight {1, 2}, 8 warps, at h_q 64, 4 splits; every shipped ws variant on WS_CASES at 1
@@ -74,8 +80,7 @@ def variant_numerics() -> list:
                     variant = Variant(kv_format, "fused", bh, bt, 8, stages)
                     rows.append({"kv_format": kv_format, "variant": variant.name, "case": "h_q 64, 4 splits",
                                  **_forced(inputs, variant, 4)})
-    shipped = ops.catalog().shipped(RESULTS["target"])
-    ws = [r.variant for r in shipped.values() if r.variant and r.variant.family == "ws"]
+    ws = shipped_ws_variants()
     for i, (kv_format, shape) in enumerate(WS_CASES):
         inputs = make_inputs(3, 2, kv_format=kv_format, with_sink=True, with_topk_length=True, seed=20 + i,
                              device="cuda", **shape)
@@ -91,13 +96,10 @@ def ws_graph_replays() -> list:
     """Every shipped ws variant captured once (forced, 3 splits) and replayed with fresh q, cache bytes, indices and
     lengths copied into the captured tensors: the replay passes the numerics rule and equals an eager call."""
     rows = []
-    shipped = ops.catalog().shipped(RESULTS["target"])
-    for name in sorted(n for n, r in shipped.items() if r.variant and r.variant.family == "ws"):
-        variant = shipped[name].variant
+    for variant in shipped_ws_variants():
         with forcing(force_spec(variant, 3)):
-            rows.append({"variant": name, **_replay_fresh(variant.kv_format, 4, 1, seed=500, h_q=16,
-                                                          **({"topk": 512, "extra_topk": 128}
-                                                             if variant.kv_format == "model1" else {"topk": 1024}))})
+            topk = {"topk": 512, "extra_topk": 128} if variant.kv_format == "model1" else {"topk": 1024}
+            rows.append({"variant": variant.name, **_replay_fresh(variant.kv_format, 4, 1, seed=500, h_q=16, **topk)})
     return rows
 
 

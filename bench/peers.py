@@ -75,7 +75,7 @@ class AutotunedJit:
         import triton  # here, not at the top: the "ours" first-call process never imports it
 
         from build_tools.compile import load_jit_function
-        from build_tools.render import AutotunedBlocks, render_combine, render_split
+        from build_tools.render import COMBINE_NUM_WARPS, AutotunedBlocks, render_combine, render_split
         from tuning.tune import SPLITS
 
         self.triton = triton
@@ -86,6 +86,7 @@ class AutotunedJit:
             path.write_text(rendered.source)
             kernels[rendered.name] = load_jit_function(path, rendered.kernel_name)
         self.split_fn, self.combine_fn = kernels[f"{kv_format}_autotuned"], kernels[COMBINE_NAME]
+        self.combine_warps = COMBINE_NUM_WARPS
         if not specialize_ints:
             unhinted = [p.name for p in SPLIT_PARAMS if p.type in ("i32", "i64") and p.divisible_by == 1]
             self.split_fn = triton.jit(self.split_fn.fn, do_not_specialize=unhinted)
@@ -147,8 +148,7 @@ class AutotunedJit:
             combine = combine_arguments(call, replace(plan, num_splits=splits), partial_out, partial_lse, out, lse,
                                         pointer=as_is)
             assert len(combine) == len(COMBINE_ARG_NAMES)
-            from build_tools.render import COMBINE_NUM_WARPS
-            self.combine_fn[(rows, h_q, 1)](*combine, num_warps=COMBINE_NUM_WARPS)
+            self.combine_fn[(rows, h_q, 1)](*combine, num_warps=self.combine_warps)
         return out, lse
 
 
@@ -345,8 +345,8 @@ def format_shape(result: dict, flash_status: str) -> str:
         notes = ("" if r.get("jit_agrees", True) else "  (JIT output differs from ours!)") + (
             "" if r.get("flash_mla_numerics_ok", True) else "  (FlashMLA fails the numerics rule)") + (
             f"  FlashMLA error: {r['flash_mla_error']}" if "flash_mla_error" in r else "") + (
-            f"  (FlashMLA on q padded to {r['flash_mla_heads']} heads)" if r.get("flash_mla_heads", 0) > int(
-                result["shape"].split("/h")[1].split("/")[0]) else "")
+            f"  (FlashMLA on q padded to {r['flash_mla_heads']} heads)"
+            if r.get("flash_mla_heads", 0) > Shape.parse(result["shape"]).h_q else "")
         lines.append(f"{r['batch_rows']:>4} {ours:>8.1f} {moved['all'] / ours / 1e3:>6.0f} "
                      f"{moved['all'] / ours / 1e-6 / HBM_BYTES_PER_S:>7.3f} "
                      f"{moved['gathered'] / ours / 1e-6 / HBM_BYTES_PER_S:>6.3f} {_cell(flash, '.1f', 11)} "

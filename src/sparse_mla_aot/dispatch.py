@@ -13,7 +13,7 @@ from sparse_mla_aot.catalog import Catalog, DispatchTable
 from sparse_mla_aot.contract import FAMILIES, VARIANT_FIELDS, Variant, table_stem
 
 FORCED_VARIANT_FIELDS = VARIANT_FIELDS[1:]  # the kv_format comes from the call
-FORCE_FIELDS = ("block_h", "block_t", "num_warps", "num_stages", "num_splits")
+FORCE_FIELDS = (*(f for f in FORCED_VARIANT_FIELDS if f != "family"), "num_splits")  # family is optional
 # May be left out: family (default "fused", the family forcing had before there were two); programmatic_combine
 # (default 0; 1 launches the combine kernel as a programmatic dependent launch where it was compiled for it,
 # docs/design.md#programmatic-dependent-launch).
