@@ -122,7 +122,7 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
     from sm_90, never the interpreter, which has no such instruction). wgmma: the target's dots are warpgroup MMAs
     (sm90), so a fused block_h 64, 8-warp variant splits QK across its two warpgroups
     (docs/design.md#qk-split-across-warpgroups). register_reallocation: the target has setmaxnreg (sm_90 and up),
-    so a ws kernel moves registers from its producer warp to its consumers."""
+    so a ws kernel moves registers from its producer warps to its consumers."""
     if getattr(variant, "family", "fused") == "ws":
         return _render_ws(variant, grid_dependency, register_reallocation)
     params = [p.name for p in SPLIT_PARAMS]

@@ -56,7 +56,7 @@ class Target:
 
     @property
     def register_reallocation(self) -> bool:
-        """setmaxnreg exists here: a ws kernel gives its producer warp fewer registers (on sm_89 LLVM aborts on it)."""
+        """setmaxnreg exists here: a ws kernel gives its producer warps fewer registers (on sm_89 LLVM aborts on it)."""
         return self.triton_arch >= SETMAXNREG_MIN_ARCH
 
     @property

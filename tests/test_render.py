@@ -84,7 +84,9 @@ def test_generated_source_carries_provenance():
 
 
 def test_a_source_names_the_hash_of_its_own_templates_only():
-    assert render.template_files(render.SPLIT_TEMPLATE) == ["finalize.j2", "kv_chunks.j2", render.SPLIT_TEMPLATE]
+    assert render.template_files(render.SPLIT_TEMPLATE) == ["finalize.j2", "kv_chunks.j2", "program.j2",
+                                                            render.SPLIT_TEMPLATE]
+    assert render.template_files(render.WS_SPLIT_TEMPLATE) == ["finalize.j2", "program.j2", render.WS_SPLIT_TEMPLATE]
     assert render.template_files(render.COMBINE_TEMPLATE) == ["finalize.j2", render.COMBINE_TEMPLATE]
     assert render.template_hash(render.COMBINE_TEMPLATE) in render.render_combine().source
     assert render.template_hash(render.SPLIT_TEMPLATE) not in render.render_combine().source
