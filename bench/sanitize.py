@@ -1,4 +1,4 @@
-"""compute-sanitizer memcheck and racecheck over every shipped split variant of this GPU's target (or of
+"""compute-sanitizer memcheck and racecheck (and, asked, synccheck) over every shipped split variant of this GPU's target (or of
 SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at three shapes per variant:
 
   A: b=2, s_q=1, h_q=16, topk 128 (+64 extra for model1), page size 61, 3 splits;
@@ -38,6 +38,7 @@ SHAPES = {
     "C": dict(b=2, s_q=1, h_q=64, topk=128, extra_topk=64, page_size=61, num_splits=1),
 }
 SUMMARY = {"memcheck": re.compile(r"ERROR SUMMARY: (\d+) errors?"),
+           "synccheck": re.compile(r"ERROR SUMMARY: (\d+) errors?"),
            "racecheck": re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")}
 
 
@@ -85,32 +86,39 @@ def run_variants(names: list[str]) -> int:
     return failures
 
 
-def sanitize(tool: str, names: list[str], deadline: float) -> dict:
-    """One sanitizer process over `names`; not started (or stopped) when the deadline has passed."""
-    command = ["compute-sanitizer", "--tool", tool, "--print-limit", "20", sys.executable, __file__,
+def sanitize(tool: str, names: list[str], deadline: float | None, racecheck_report: str = "analysis") -> dict:
+    """One sanitizer process over `names`; not started (or stopped) when the deadline (if any) has passed.
+    racecheck_report: racecheck's --racecheck-report, "hazard" for every hazard's threads and kind (RAW, WAR)."""
+    report = ["--racecheck-report", racecheck_report] if tool == "racecheck" else []
+    command = ["compute-sanitizer", "--tool", tool, "--print-limit", "20", *report, sys.executable, __file__,
                "--run", *names]
     started = time.monotonic()
     try:
-        if started >= deadline:
+        if deadline is not None and started >= deadline:
             raise subprocess.TimeoutExpired(command, 0)
-        result = subprocess.run(command, capture_output=True, text=True, timeout=deadline - started)
+        result = subprocess.run(command, capture_output=True, text=True,
+                                timeout=None if deadline is None else deadline - started)
         text, returncode = result.stdout + result.stderr, result.returncode
     except subprocess.TimeoutExpired:
         text, returncode = "not run or stopped: --deadline-s passed", None
     match = SUMMARY[tool].search(text)
     return {"tool": tool, "variants": names, "returncode": returncode, "seconds": time.monotonic() - started,
             "summary": match.group(0) if match else None,
-            "errors": (int(match.group(1)) if tool == "memcheck" else int(match.group(2))) if match else None,
+            "errors": (int(match.group(2)) if tool == "racecheck" else int(match.group(1))) if match else None,
             "launched_ok": text.count(": ok"), "launches": text.count("launched "), "output": text}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", help="names the output files, e.g. sm90 or sm89-proxy (required)")
-    parser.add_argument("--tools", default="memcheck,racecheck")
+    parser.add_argument("--tools", default="memcheck,racecheck", help=f"comma list of {list(SUMMARY)}")
+    parser.add_argument("--racecheck-report", choices=("analysis", "hazard", "all"), default="analysis",
+                        help="racecheck's report: hazard lists each hazard's kind and threads")
     parser.add_argument("--jobs", type=int, default=12, help="concurrent sanitizer processes")
     parser.add_argument("--per-job", type=int, default=18, help="variants per sanitizer process")
-    parser.add_argument("--deadline-s", type=float, default=1e9, help="start no sanitizer process after this")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="seconds from now after which no sanitizer process starts and running ones stop "
+                             "(default: none)")
     parser.add_argument("--variants", default=None, help="comma list of names (default: every shipped split)")
     parser.add_argument("--run", nargs="+", help=argparse.SUPPRESS)  # the sanitized process
     args = parser.parse_args()
@@ -118,8 +126,11 @@ def main() -> int:
         sys.exit(1 if run_variants(args.run) else 0)
     if not args.label:
         parser.error("--label is required (it names the output files)")
+    unknown = [t for t in args.tools.split(",") if t not in SUMMARY]
+    if unknown:
+        parser.error(f"--tools: unknown {unknown}; expected a comma list of {list(SUMMARY)}")
 
-    deadline = time.monotonic() + args.deadline_s
+    deadline = None if args.deadline_s is None else time.monotonic() + args.deadline_s
     target = sparse_mla_aot.prepare()
     shipped = ops.catalog().shipped(target)
     names = args.variants.split(",") if args.variants else sorted(n for n, r in shipped.items() if r.kind == "split")
@@ -128,7 +139,7 @@ def main() -> int:
     print(f"{target}: {len(names)} variants x {len(SHAPES)} shapes, {len(jobs)} sanitizer processes "
           f"({args.jobs} at a time)", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda job: sanitize(job[0], job[1], deadline), jobs))
+        results = list(pool.map(lambda job: sanitize(job[0], job[1], deadline, args.racecheck_report), jobs))
     out_dir = Path(os.environ.get("OUT", "."))
     figures = {"target": target, "device": torch.cuda.get_device_name(), "tools": {}}
     print(f"\n{'tool':<10} {'processes':>9} {'launches':>8} {'numerics ok':>11} {'errors':>6}  summary lines")

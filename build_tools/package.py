@@ -1,6 +1,6 @@
 """Stage 6: stage a target set's shipped binaries, every artifact record, the dispatch tables and a manifest
 into a package directory (the wheel's sparse_mla_aot/kernels/). Refuses a table that names a variant
-that was not shipped, or whose bounds are not increasing."""
+that was not shipped or is of the other kv_format, or whose bounds are not increasing."""
 from __future__ import annotations
 
 import hashlib
@@ -14,16 +14,18 @@ from build_tools import paths
 from build_tools.render import write_atomic
 from build_tools.report import read_report
 from build_tools.variant import get_target
-from sparse_mla_aot.catalog import parse_table
+from sparse_mla_aot.catalog import check_table_variants, parse_table
+from sparse_mla_aot.contract import COMBINE_NAME, Variant
 
 
-def _check_table(table: dict, source: Path, shipped: set[str]) -> None:
-    """The runtime's own table rules (parse_table), plus: every row names a shipped variant."""
-    parse_table(table, str(source))
-    for row in table["rows"]:
-        if row["variant"] not in shipped:
-            raise ValueError(f"{source}: row {row} names {row['variant']}, which was not shipped for "
-                             f"{table['target']} (see build/{table['target']}/report.md)")
+def _check_table(table: dict, source: Path, shipped: set[str], binaries: str) -> None:
+    """The runtime's own table rules (parse_table, check_table_variants): every row names a shipped variant of
+    the table's kv_format (shipped: the names in binary set `binaries`)."""
+    formats = {name: Variant.parse(name).kv_format for name in shipped if name != COMBINE_NAME}
+    try:
+        check_table_variants(parse_table(table, str(source)), formats, str(source))
+    except ValueError as error:
+        raise ValueError(f"{error} (see build/{binaries}/report.md)") from None
 
 
 def stage(targets: list[str], dest: Path, package_version: str) -> dict:
@@ -43,7 +45,7 @@ def stage(targets: list[str], dest: Path, package_version: str) -> dict:
         (dest / "tables" / target).mkdir(parents=True)
         for source in sorted((paths.VARIANTS_DIR / target).glob("*.json")):
             table = json.loads(source.read_text())
-            _check_table(table, source, shipped[entry["binaries"]])
+            _check_table(table, source, shipped[entry["binaries"]], entry["binaries"])
             shutil.copyfile(source, dest / "tables" / target / source.name)
             manifest["tables"].append(f"{target}/{source.name}")
         manifest["targets"][target] = {**entry, **manifest["targets"].get(target, {})}

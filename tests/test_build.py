@@ -317,6 +317,14 @@ def test_a_built_artifact_is_packaged_and_read_back_through_the_runtime_catalog(
         assert explain(1, 32, "v32", target=target, catalog=catalog).startswith(f"{shipped.name}, num_splits=4")
     combine_source = (paths.target_dir("sm120") / catalog.records("sm120")[COMBINE_NAME].source).read_text()
     assert f"splits = tl.arange(0, {plan.MAX_SPLITS})" in combine_source
+    # A table naming a variant of the other layout is refused at packaging, as the runtime refuses it.
+    other = "model1" if shipped.variant.kv_format == "v32" else "v32"
+    source = tmp_path / "variants" / "sm121" / f"{other}_h32.json"
+    source.write_text(json.dumps({**table, "kv_format": other}))
+    with pytest.raises(ValueError, match=re.escape(f"{source}: row 0 names {shipped.name}, a "
+                                                   f"{shipped.variant.kv_format} variant; the table is for kv_format "
+                                                   f"'{other}' (see build/sm120/report.md)")):
+        stage(["sm120", "sm121"], tmp_path / "kernels", "0.0.test")
 
 
 def test_only_triton_compile_errors_prune_anything_else_fails_the_build_naming_the_variant(tmp_path, monkeypatch):

@@ -178,6 +178,21 @@ def test_missing_table_names_what_exists(catalog):
         choose(catalog, "sm90", "v32", 64, 1)
 
 
+@pytest.mark.parametrize("variant, message", [
+    ("model1_fused_bh16_bt32_w8_s2", "a model1 variant; the table is for kv_format 'v32'"),
+    ("v32_fused_bh16_bt32_w8_s2", "which is not a shipped split variant for sm90"),  # pruned
+    ("v32_fused_bh64_bt64_w8_s2", "which is not a shipped split variant for sm90"),  # not in the grid
+])
+def test_a_table_row_naming_a_variant_it_cannot_run_is_refused(catalog, variant, message):
+    """An installed table edited by hand (or mixed up between layouts) fails at its first use, naming the row."""
+    rows = [dict(r) for r in TABLE_ROWS]
+    rows[1]["variant"] = variant
+    path = catalog.root / "tables" / "sm90" / "v32_h32.json"
+    path.write_text(json.dumps(raw_table(rows, h_q=32)))
+    with pytest.raises(ValueError, match=re.escape(f"dispatch table {path}: row 1 names {variant}, {message}")):
+        choose(catalog, "sm90", "v32", 32, 1)
+
+
 # ---------------------------------------------------------------------------------------------- choose
 
 

@@ -299,13 +299,15 @@ def test_load_tables_loads_every_table_variant_and_the_combine_kernel(kernels, l
 
 @pytest.mark.parametrize("variant", [PRUNED, "v32_fused_bh16_bt64_w4_s2"])
 def test_load_tables_refuses_a_table_naming_a_variant_not_shipped(root, launcher, variant):
-    """A table that names a pruned or unknown variant cannot be served: prepare() fails, not a later call."""
+    """A table that names a pruned or unknown variant cannot be served: prepare() fails, not a later call, and
+    before any kernel is loaded."""
     path = root / "tables" / "sm90" / "v32_h16.json"
     table = json.loads(path.read_text())
     table["rows"][0]["variant"] = variant
     path.write_text(json.dumps(table))
-    with pytest.raises(KeyError, match=variant):
+    with pytest.raises(ValueError, match=f"row 0 names {variant}, which is not a shipped split variant for sm90"):
         DeviceKernels(Catalog(root), 0, "sm90", launcher).load_tables()
+    assert launcher.loaded == []
 
 
 def test_load_tables_refuses_a_file_that_is_not_a_table_name(root, launcher):

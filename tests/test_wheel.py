@@ -1,6 +1,7 @@
 """The wheel, built from the reduced CI grid (SPARSE_MLA_AOT_GRID, documented in setup.py and the README),
 installed into a fresh venv without Triton: import (the native launcher too), manifest, tables and explain() for
 every row; and a copy of the installed package, tampered with, refuses to load."""
+import hashlib
 import json
 import os
 import shutil
@@ -173,3 +174,30 @@ def test_a_tampered_copy_of_the_installed_package_refuses_to_load(venv_python, t
     assert errors["intact"] is None
     assert "no kernels for compute capability 8.0" in errors["hardware"]
     assert all(f"{t} (compute capability" in errors["hardware"] for t in DEFAULT_TARGETS)
+
+
+def test_the_faulty_copies_of_a_wheel_load_but_are_wrong_or_refused(wheel, tmp_path):
+    """bench/faulty_kernels.py (how the GPU scripts are shown to fail): the halved combine kernel passes the
+    package's integrity checks (it loads and runs: only numerics catch it); the swapped tables are refused."""
+    from sparse_mla_aot.catalog import Catalog
+    from sparse_mla_aot.contract import COMBINE_NAME
+
+    made = subprocess.run([sys.executable, str(ROOT / "bench" / "faulty_kernels.py"), str(wheel), "--out",
+                           str(tmp_path)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    intact = tmp_path / "intact"
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if name.startswith("sparse_mla_aot/kernels/"):
+                archive.extract(name, intact)
+    intact_catalog = Catalog(intact / "sparse_mla_aot" / "kernels")
+    halved, swapped = Catalog(tmp_path / "combine-halved"), Catalog(tmp_path / "table-format")
+    for target in DEFAULT_TARGETS:
+        binary = halved.binary(target, COMBINE_NAME)  # the manifest's sha256 follows the new binary
+        assert binary != intact_catalog.binary(target, COMBINE_NAME)
+        assert halved.records(target)[COMBINE_NAME].sha256 == hashlib.sha256(binary).hexdigest()
+        table = intact_catalog.tables(target)[0]
+        with pytest.raises(ValueError, match=r"row 0 names (v32|model1)_\w+, (a (v32|model1) variant; the table is "
+                                             r"for kv_format|which is not a shipped split variant)"):
+            swapped.table(target, table.kv_format, table.h_q)
+    assert not list(tmp_path.glob(".*"))  # no staging folder left behind

@@ -65,6 +65,19 @@ def parse_table(raw: dict, source: str) -> DispatchTable:
     return table
 
 
+def check_table_variants(table: DispatchTable, shipped_formats: dict[str, str], source: str) -> None:
+    """Every row names a shipped split variant of the table's kv_format (shipped_formats: name -> kv_format): a
+    variant of the other layout would run on the cache without an error and return garbage."""
+    for i, row in enumerate(table.rows):
+        kv_format = shipped_formats.get(row.variant)
+        if kv_format is None:
+            raise ValueError(f"dispatch table {source}: row {i} names {row.variant}, which is not a shipped split "
+                             f"variant for {table.target}")
+        if kv_format != table.kv_format:
+            raise ValueError(f"dispatch table {source}: row {i} names {row.variant}, a {kv_format} variant; the "
+                             f"table is for kv_format {table.kv_format!r}")
+
+
 class Catalog:
     """The kernels and tables under one directory (the installed package's, or a build tree's)."""
 
@@ -149,7 +162,11 @@ class Catalog:
                 have = sorted(p.stem for p in (self.root / "tables" / target).glob("*.json"))
                 raise ValueError(f"no dispatch table for target {target}, kv_format {kv_format!r}, h_q {h_q}; "
                                  f"tables for {target}: {', '.join(have) or 'none'}")
-            cache[key] = parse_table(json.loads(path.read_text()), str(path))
+            table = parse_table(json.loads(path.read_text()), str(path))
+            check_table_variants(table, {name: record.variant.kv_format
+                                         for name, record in self.shipped(target).items() if record.variant},
+                                 str(path))
+            cache[key] = table
         return cache[key]
 
     def tables(self, target: str) -> list[DispatchTable]:
