@@ -14,6 +14,7 @@ Faults:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]  # build_tools, and the runtime's 
 
 from build_tools.render import COMBINE_NUM_WARPS, render_combine, write_atomic  # noqa: E402
 from build_tools.variant import get_target  # noqa: E402
-from sparse_mla_aot.contract import COMBINE_NAME, Variant  # noqa: E402
+from sparse_mla_aot.contract import COMBINE_NAME, KV_FORMATS, Variant  # noqa: E402
 
 KERNELS_IN_WHEEL = "sparse_mla_aot/kernels/"
 # The combine template's output line, and the same line with the output halved.
@@ -87,9 +88,8 @@ def swap_table_formats(kernels: Path) -> list[str]:
         table = json.loads(path.read_text())
         for row in table["rows"]:
             variant = Variant.parse(row["variant"])
-            other = "model1" if variant.kv_format == "v32" else "v32"
-            row["variant"] = Variant(other, *(getattr(variant, f) for f in
-                                              ("family", "block_h", "block_t", "num_warps", "num_stages"))).name
+            other = next(f for f in KV_FORMATS if f != variant.kv_format)
+            row["variant"] = dataclasses.replace(variant, kv_format=other).name
         write_atomic(path, json.dumps(table, indent=1).encode())
         changed.append(str(path.relative_to(kernels)))
     return changed
@@ -108,9 +108,9 @@ def main() -> int:
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
         parser.error(f"--faults: unknown {unknown}; expected a comma list of {list(FAULTS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
     for fault in faults:
         dest = args.out / fault
-        args.out.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=args.out, prefix=f".{fault}."))
         try:
             extract_kernels(args.wheel, staging)

@@ -1,5 +1,5 @@
-"""compute-sanitizer memcheck and racecheck (and, asked, synccheck) over every shipped split variant of this GPU's target (or of
-SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at three shapes per variant:
+"""compute-sanitizer memcheck and racecheck (and, asked, synccheck) over every shipped split variant of this GPU's
+target (or of SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine kernel, at three shapes per variant:
 
   A: b=2, s_q=1, h_q=16, topk 128 (+64 extra for model1), page size 61, 3 splits;
   B: b=1, s_q=2, h_q=64, topk 256 (+128 extra), page size 64, topk_length, 64 splits (clamped: empty splits);
@@ -37,8 +37,8 @@ SHAPES = {
     "B": dict(b=1, s_q=2, h_q=64, topk=256, extra_topk=128, page_size=64, num_splits=64, with_topk_length=True),
     "C": dict(b=2, s_q=1, h_q=64, topk=128, extra_topk=64, page_size=61, num_splits=1),
 }
-SUMMARY = {"memcheck": re.compile(r"ERROR SUMMARY: (\d+) errors?"),
-           "synccheck": re.compile(r"ERROR SUMMARY: (\d+) errors?"),
+ERROR_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+SUMMARY = {"memcheck": ERROR_SUMMARY, "synccheck": ERROR_SUMMARY,
            "racecheck": re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")}
 
 

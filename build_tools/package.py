@@ -18,12 +18,11 @@ from sparse_mla_aot.catalog import check_table_variants, parse_table
 from sparse_mla_aot.contract import COMBINE_NAME, Variant
 
 
-def _check_table(table: dict, source: Path, shipped: set[str], binaries: str) -> None:
+def _check_table(table: dict, source: Path, shipped_formats: dict[str, str], binaries: str) -> None:
     """The runtime's own table rules (parse_table, check_table_variants): every row names a shipped variant of
-    the table's kv_format (shipped: the names in binary set `binaries`)."""
-    formats = {name: Variant.parse(name).kv_format for name in shipped if name != COMBINE_NAME}
+    the table's kv_format (shipped_formats: binary set `binaries`' split variants -> kv_format)."""
     try:
-        check_table_variants(parse_table(table, str(source)), formats, str(source))
+        check_table_variants(parse_table(table, str(source)), shipped_formats, str(source))
     except ValueError as error:
         raise ValueError(f"{error} (see build/{binaries}/report.md)") from None
 
@@ -35,17 +34,17 @@ def stage(targets: list[str], dest: Path, package_version: str) -> dict:
         shutil.rmtree(dest)
     manifest = {"package_version": package_version, "triton_version": importlib.metadata.version("triton"),
                 "targets": {}, "tables": []}
-    shipped = {}
+    shipped_formats = {}
     for binaries in dict.fromkeys(get_target(t).binaries for t in targets):
         artifacts, pruned = _stage_binaries(binaries, dest / binaries)
-        shipped[binaries] = set(artifacts)
+        shipped_formats[binaries] = {name: Variant.parse(name).kv_format for name in artifacts if name != COMBINE_NAME}
         manifest["targets"][binaries] = {"artifacts": artifacts, "pruned": pruned}
     for target in targets:
         entry = get_target(target).manifest_entry()
         (dest / "tables" / target).mkdir(parents=True)
         for source in sorted((paths.VARIANTS_DIR / target).glob("*.json")):
             table = json.loads(source.read_text())
-            _check_table(table, source, shipped[entry["binaries"]], entry["binaries"])
+            _check_table(table, source, shipped_formats[entry["binaries"]], entry["binaries"])
             shutil.copyfile(source, dest / "tables" / target / source.name)
             manifest["tables"].append(f"{target}/{source.name}")
         manifest["targets"][target] = {**entry, **manifest["targets"].get(target, {})}
