@@ -37,6 +37,10 @@ DETAILS = {  # (section, metric) -> column
 CHOICE_PREFIX = "profiled: "
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
+# Each execution pipe's issue share of its peak: which pipe (conversions and exp2 on XU, FP32 on FMA, mma.sync on
+# the tensor pipe, shared memory on LSU) comes closest to its limit.
+PIPE_PREFIX = "sm__inst_executed_pipe_"
+PIPE_SUFFIX = ".avg.pct_of_peak_sustained_active"
 
 
 def parse_point(text: str) -> tuple[str, int, str | None]:
@@ -99,12 +103,25 @@ def stall_hot_spots(source: list[list[str]], top: int) -> tuple[list, list]:
     return opcodes, [(100 * w / total, t) for w, t in sorted(weighted, key=lambda x: -x[0])[:top]]
 
 
+def raw_group(raw: list[list[str]], prefix: str, suffix: str, count: int = 6) -> list[tuple[str, float]]:
+    """The largest `count` of the raw page's metrics named prefix<name>suffix, as (name, value)."""
+    found = {}
+    for metric, value in zip(raw[0], raw[-1]):
+        if metric.startswith(prefix) and metric.endswith(suffix):
+            try:
+                found[metric[len(prefix):-len(suffix)]] = float(value.replace(",", ""))
+            except ValueError:
+                pass
+    return sorted(found.items(), key=lambda kv: -kv[1])[:count]
+
+
 def profile(point: str, out: Path, top: int) -> dict:
     label = point.replace("/", "_").replace(":", "_")
     report = out / f"ncu_{label}"
     command = ["ncu", "--clock-control", "none", "-k", "regex:sparse_mla_split", "--launch-skip", str(SKIP_LAUNCHES),
                "--launch-count", "1", "-f", "-o", str(report), "--metrics",
-               f"regex:{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')}"]
+               f"regex:{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')},"
+               f"regex:{PIPE_PREFIX}[a-z0-9_]*{PIPE_SUFFIX.replace('.', '[.]')}"]
     for section in SECTIONS:
         command += ["--section", section]
     run = subprocess.run(command + [sys.executable, __file__, "--child", point], capture_output=True, text=True)
@@ -122,14 +139,8 @@ def profile(point: str, out: Path, top: int) -> dict:
         if column:
             row[column] = f"{r[value]} {r[unit]}".strip() if column == "duration" else r[value]
     raw = ncu_csv(report.with_suffix(".ncu-rep"), "--page", "raw")
-    stalls = {}
-    for metric, value in zip(raw[0], raw[-1]):
-        if metric.startswith(STALL_PREFIX) and metric.endswith(STALL_SUFFIX):
-            try:
-                stalls[metric[len(STALL_PREFIX):-len(STALL_SUFFIX)]] = float(value.replace(",", ""))
-            except ValueError:
-                pass
-    row["stalls"] = sorted(stalls.items(), key=lambda kv: -kv[1])[:6]
+    row["stalls"] = raw_group(raw, STALL_PREFIX, STALL_SUFFIX)
+    row["pipes"] = raw_group(raw, PIPE_PREFIX, PIPE_SUFFIX)
     try:
         source = ncu_csv(report.with_suffix(".ncu-rep"), "--page", "source", "--print-source", "sass")
         (out / f"ncu_{label}_sass.csv").write_text("\n".join(",".join(f'"{c}"' for c in r) for r in source))
@@ -158,14 +169,18 @@ def main() -> None:
     print("|---" * (len(columns) + 1) + "|")
     for r in results:
         print(f"| {r['point']} | " + " | ".join(str(r.get(c, r.get('error', '-'))) for c in columns) + " |")
+    failed = [r["point"] for r in results if "error" in r]
     for r in results:
         if "stalls" not in r:
             continue
         print(f"\n{r['point']}: stall cycles per issued instruction: "
               + ", ".join(f"{k} {v:.2f}" for k, v in r["stalls"]))
+        print("  pipe issue, % of peak: " + ", ".join(f"{k} {v:.1f}" for k, v in r["pipes"]))
         print("  stall samples by opcode: " + ", ".join(f"{op} {share:.1f}%" for share, op in r["opcodes"]))
         for share, text in r["hot"]:
             print(f"  {share:5.1f}%  {text}")
+    if failed:
+        sys.exit(f"FAILED: ncu did not profile {', '.join(failed)} (its log is under --out)")
 
 
 if __name__ == "__main__":
