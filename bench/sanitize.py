@@ -9,7 +9,8 @@ Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pag
 filled, and one index at the last filled token. Every output is also checked against the reference
 (docs/design.md#numerics); torch's own kernels are sanitized too. Variants are spread over concurrent sanitizer
 processes; prints a summary table and writes the full sanitizer output to $OUT/sanitize_<label>_<tool>.log and the
-figures to $OUT/sanitize_<label>.json.
+figures to $OUT/sanitize_<label>.json. With --racecheck-report hazard, racecheck's records (the first
+HAZARD_PRINT_LIMIT) are also counted per pair of instructions (kind, each access's warp and kernel offset).
 
     python bench/sanitize.py --label sm90            # GPU host, sparse_mla_aot installed; compute-sanitizer on PATH
 """
@@ -38,6 +39,11 @@ SHAPES = {
     "C": dict(b=2, s_q=1, h_q=64, topk=128, extra_topk=64, page_size=61, num_splits=1),
 }
 ERROR_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+# racecheck's hazard report prints one record per pair of thread accesses (hundreds of thousands for the ws family):
+# without backtraces, this many of them are kept and counted per pair of instructions (hazard_pairs).
+HAZARD_PRINT_LIMIT = 3000
+HAZARD = re.compile(r"Potential (\w+) hazard detected at (__\w+__)")
+HAZARD_ACCESS = re.compile(r"(Write|Read) Thread \((\d+),\d+,\d+\) at \S+?\+(0x[0-9a-f]+)")
 SUMMARY = {"memcheck": ERROR_SUMMARY, "synccheck": ERROR_SUMMARY,
            "racecheck": re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")}
 
@@ -86,12 +92,28 @@ def run_variants(names: list[str]) -> int:
     return failures
 
 
+def hazard_pairs(text: str) -> dict[tuple[str, str, str], int]:
+    """racecheck's hazard records counted per (kind and memory, first access, second access), each access as
+    'Write warp 1 +0x40f0' (the thread's warp, 1D blocks, and the instruction's offset in the kernel), most first."""
+    pairs: dict[tuple[str, str, str], int] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        hazard = HAZARD.search(line)
+        accesses = [HAZARD_ACCESS.search(x) for x in lines[i + 1:i + 3]]
+        if hazard and all(accesses):
+            key = (f"{hazard.group(1)} {hazard.group(2)}",
+                   *(f"{a.group(1)} warp {int(a.group(2)) // 32} +{a.group(3)}" for a in accesses))
+            pairs[key] = pairs.get(key, 0) + 1
+    return dict(sorted(pairs.items(), key=lambda kv: -kv[1]))
+
+
 def sanitize(tool: str, names: list[str], deadline: float | None, racecheck_report: str = "analysis") -> dict:
     """One sanitizer process over `names`; not started (or stopped) when the deadline (if any) has passed.
     racecheck_report: racecheck's --racecheck-report, "hazard" for every hazard's threads and kind (RAW, WAR)."""
+    hazards = tool == "racecheck" and racecheck_report != "analysis"
     report = ["--racecheck-report", racecheck_report] if tool == "racecheck" else []
-    command = ["compute-sanitizer", "--tool", tool, "--print-limit", "20", *report, sys.executable, __file__,
-               "--run", *names]
+    limit = ["--print-limit", str(HAZARD_PRINT_LIMIT), "--show-backtrace", "no"] if hazards else ["--print-limit", "20"]
+    command = ["compute-sanitizer", "--tool", tool, *limit, *report, sys.executable, __file__, "--run", *names]
     started = time.monotonic()
     try:
         if deadline is not None and started >= deadline:
@@ -105,7 +127,8 @@ def sanitize(tool: str, names: list[str], deadline: float | None, racecheck_repo
     return {"tool": tool, "variants": names, "returncode": returncode, "seconds": time.monotonic() - started,
             "summary": match.group(0) if match else None,
             "errors": (int(match.group(2)) if tool == "racecheck" else int(match.group(1))) if match else None,
-            "launched_ok": text.count(": ok"), "launches": text.count("launched "), "output": text}
+            "launched_ok": text.count(": ok"), "launches": text.count("launched "), "output": text,
+            "hazard_pairs": hazard_pairs(text) if hazards else {}}
 
 
 def main() -> int:
@@ -159,6 +182,15 @@ def main() -> int:
         f = figures["tools"][tool]
         print(f"{tool:<10} {len(mine):>9} {f['launches']:>8} {f['numerics_ok']:>11} {errors:>6}  "
               f"{'; '.join(summaries)}{f'; {missing} without a summary line!' if missing else ''}")
+        pairs: dict[tuple[str, str, str], int] = {}
+        for r in mine:
+            for key, count in r["hazard_pairs"].items():
+                pairs[key] = pairs.get(key, 0) + count
+        if pairs:
+            f["hazard_pairs"] = [[*key, count] for key, count in sorted(pairs.items(), key=lambda kv: -kv[1])]
+            print(f"  the first {sum(pairs.values())} hazard records per pair of instructions:")
+            for (kind, first, second), count in sorted(pairs.items(), key=lambda kv: -kv[1])[:40]:
+                print(f"  {count:7d}  {kind}: {first} / {second}")
     (out_dir / f"sanitize_{args.label}.json").write_text(json.dumps(figures, indent=1))
     # A child's failure is ours: a sanitizer error, a failed or unchecked launch, a process that exited non-zero or
     # printed no summary (stopped, crashed) all make this run fail.

@@ -40,3 +40,40 @@ def test_a_sanitizer_process_has_no_time_limit_without_a_deadline_and_is_not_sta
     assert timeouts == [None] and ran["returncode"] == 0 and ran["errors"] == 0 and ran["launched_ok"] == 1
     passed = sanitize.sanitize("memcheck", ["v"], time.monotonic() - 1)
     assert timeouts == [None] and passed["returncode"] is None and passed["summary"] is None
+
+
+HAZARD_RECORDS = """launched v shape A: ok
+========= Error: Potential WAR hazard detected at __shared__ 0x1000 in block (0,0,0) :
+=========     Read Thread (40,0,0) at sparse_mla_split_v+0x40f0
+=========     Write Thread (161,0,0) at sparse_mla_split_v+0x9a40
+=========     Current Value : 0, Incoming Value : 3
+=========
+========= Error: Potential WAR hazard detected at __shared__ 0x1008 in block (1,0,0) :
+=========     Read Thread (63,0,0) at sparse_mla_split_v+0x40f0
+=========     Write Thread (191,0,0) at sparse_mla_split_v+0x9a40
+=========
+========= Error: Potential RAW hazard detected at __shared__ 0xc720 in block (0,0,0) :
+=========     Write Thread (63,0,0) at sparse_mla_split_v+0x8ed0
+=========     Read Thread (128,0,0) at sparse_mla_split_v+0x8f90
+========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)
+"""
+
+
+def test_racecheck_hazard_records_are_counted_per_pair_of_instructions(monkeypatch):
+    """A hazard report's records (hundreds of thousands for the ws family) become counts per (kind, first access,
+    second access), each access named by its warp and instruction offset; analysis reports are not parsed."""
+    commands = []
+
+    def run(command, timeout, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1, HAZARD_RECORDS, "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    ran = sanitize.sanitize("racecheck", ["v"], None, racecheck_report="hazard")
+    assert ran["errors"] == 3 and ran["hazard_pairs"] == {
+        ("WAR __shared__", "Read warp 1 +0x40f0", "Write warp 5 +0x9a40"): 2,
+        ("RAW __shared__", "Write warp 1 +0x8ed0", "Read warp 4 +0x8f90"): 1}
+    assert commands[0][commands[0].index("--print-limit") + 1] == str(sanitize.HAZARD_PRINT_LIMIT)
+    assert "--show-backtrace" in commands[0]
+    analysis = sanitize.sanitize("racecheck", ["v"], None)
+    assert analysis["hazard_pairs"] == {} and commands[1][commands[1].index("--print-limit") + 1] == "20"
