@@ -82,6 +82,9 @@ def _consumer1(q_smem, q_rope, out_ptr, n_tiles, ring, ring_rope, full, empty):
 
 @gluon.jit
 def probe(q_ptr, kv_ptr, idx_ptr, out_ptr, n_tiles):
+    row = gl.program_id(0)  # program r: index row r, output row r (one shared q)
+    idx_ptr += row * n_tiles * T
+    out_ptr += row * H * DV
     q_smem = gl.allocate_shared_memory(gl.bfloat16, [H, DV], TILE)
     q_rope = gl.allocate_shared_memory(gl.bfloat16, [H, 64], TILE)
     qr = gl.arange(0, H, gl.SliceLayout(1, LOAD))
