@@ -104,8 +104,19 @@ def heuristic_table(target: str, records: dict[str, ArtifactRecord], kv_format: 
             "rows": rows}
 
 
+TABLE_KINDS = ("heuristic", "tuned", "proxy-derived")  # provenance.kind: the rule, a tune, or a proxy sweep
+
+
 def _kind(path: Path) -> str | None:
-    return json.loads(path.read_text())["provenance"]["kind"] if path.exists() else None
+    """The committed table's provenance.kind (None: no table yet); a table without one is named, not guessed at."""
+    if not path.exists():
+        return None
+    provenance = json.loads(path.read_text()).get("provenance")
+    kind = provenance.get("kind") if isinstance(provenance, dict) else None
+    if kind not in TABLE_KINDS:
+        raise ValueError(f"dispatch table {path}: provenance.kind must be one of {TABLE_KINDS}; got provenance "
+                         f"{provenance!r}")
+    return kind
 
 
 def _records(target: str) -> dict[str, ArtifactRecord]:

@@ -115,6 +115,15 @@ def test_kernel_spec_packs_scalars_and_pointer_slots():
     assert args[kernel.arg_bytes:] == bytes(MAX_ARG_BYTES - kernel.arg_bytes)
 
 
+def test_kernel_spec_refuses_a_pointer_in_a_scalar_slot():
+    """The launcher writes 8 bytes at a pointer slot: in a 4-byte scalar's place it would overwrite the next
+    argument, so a Pointer must sit where the signature has a pointer."""
+    params = (Param("p", "*bf16"), Param("n", "i32"), Param("m", "i32"), *SCRATCH_PARAMS)
+    expected = r"^kernel k argument 1 is a scalar \('i'\); got Pointer\(source=2, addend=0\), a pointer$"
+    with pytest.raises(ValueError, match=expected):
+        kernel_spec(loaded_kernel(params), (1, 1, 1), (Pointer(0), Pointer(2), 3))
+
+
 @pytest.mark.parametrize("count", [3, 5])
 def test_kernel_spec_refuses_another_argument_count(count):
     """One argument too few or too many would shift every later one: refused, naming both counts."""

@@ -4,6 +4,7 @@ repository's variants/ and build/ are never read for records nor written."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -246,3 +247,15 @@ def test_a_second_run_on_the_same_sweep_leaves_the_file_as_it_was(workspace):
     assert write_proxy_derived_tables("sm120", workspace) == [path]
     again = path.stat()
     assert path.read_text() == text and (again.st_ino, again.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+
+
+def test_a_table_without_a_provenance_kind_is_named_not_guessed_at(workspace):
+    """A hand-edited table whose provenance lost its kind: neither kept nor replaced, but refused with its path."""
+    write_sweep(workspace, "v32", 128, [measured(1, NEAR_CLEAN, 4, 50.0)])
+    (path,) = write_proxy_derived_tables("sm120", workspace)
+    table = json.loads(path.read_text())
+    table["provenance"].pop("kind")
+    path.write_text(json.dumps(table))
+    with pytest.raises(ValueError, match=rf"^dispatch table {re.escape(str(path))}: provenance.kind must be one of "
+                                         r"\('heuristic', 'tuned', 'proxy-derived'\); got provenance \{"):
+        write_proxy_derived_tables("sm120", workspace)

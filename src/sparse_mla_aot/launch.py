@@ -72,8 +72,10 @@ def kernel_spec(kernel: LoadedKernel, grid: tuple[int, int, int], values: tuple,
         raise ValueError(f"kernel {kernel.name} takes {len(kernel.layout) - SCRATCH_POINTERS} arguments before its "
                          f"scratch pointers; got {len(values)}")
     args, slots = bytearray(kernel.arg_bytes), []
-    for (fmt, offset), value in zip(kernel.layout, values):
+    for i, ((fmt, offset), value) in enumerate(zip(kernel.layout, values)):
         if isinstance(value, Pointer):
+            if fmt != "Q":  # the launcher writes 8 bytes there: a scalar slot's neighbour would be overwritten
+                raise ValueError(f"kernel {kernel.name} argument {i} is a scalar ({fmt!r}); got {value}, a pointer")
             slots += (offset, value.source, value.addend)
         else:
             struct.pack_into("<" + fmt, args, offset, value)
