@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -92,10 +93,10 @@ def run_variants(names: list[str]) -> int:
     return failures
 
 
-def hazard_pairs(text: str) -> dict[tuple[str, str, str], int]:
+def hazard_pairs(text: str) -> Counter[tuple[str, str, str]]:
     """racecheck's hazard records counted per (kind and memory, first access, second access), each access as
-    'Write warp 1 +0x40f0' (the thread's warp, 1D blocks, and the instruction's offset in the kernel), most first."""
-    pairs: dict[tuple[str, str, str], int] = {}
+    'Write warp 1 +0x40f0' (the thread's warp, 1D blocks, and the instruction's offset in the kernel)."""
+    pairs: Counter[tuple[str, str, str]] = Counter()
     lines = text.splitlines()
     for i, line in enumerate(lines):
         hazard = HAZARD.search(line)
@@ -103,8 +104,8 @@ def hazard_pairs(text: str) -> dict[tuple[str, str, str], int]:
         if hazard and all(accesses):
             key = (f"{hazard.group(1)} {hazard.group(2)}",
                    *(f"{a.group(1)} warp {int(a.group(2)) // 32} +{a.group(3)}" for a in accesses))
-            pairs[key] = pairs.get(key, 0) + 1
-    return dict(sorted(pairs.items(), key=lambda kv: -kv[1]))
+            pairs[key] += 1
+    return pairs
 
 
 def sanitize(tool: str, names: list[str], deadline: float | None, racecheck_report: str = "analysis") -> dict:
@@ -128,7 +129,7 @@ def sanitize(tool: str, names: list[str], deadline: float | None, racecheck_repo
             "summary": match.group(0) if match else None,
             "errors": (int(match.group(2)) if tool == "racecheck" else int(match.group(1))) if match else None,
             "launched_ok": text.count(": ok"), "launches": text.count("launched "), "output": text,
-            "hazard_pairs": hazard_pairs(text) if hazards else {}}
+            "hazard_pairs": hazard_pairs(text) if hazards else Counter()}
 
 
 def main() -> int:
@@ -182,14 +183,11 @@ def main() -> int:
         f = figures["tools"][tool]
         print(f"{tool:<10} {len(mine):>9} {f['launches']:>8} {f['numerics_ok']:>11} {errors:>6}  "
               f"{'; '.join(summaries)}{f'; {missing} without a summary line!' if missing else ''}")
-        pairs: dict[tuple[str, str, str], int] = {}
-        for r in mine:
-            for key, count in r["hazard_pairs"].items():
-                pairs[key] = pairs.get(key, 0) + count
+        pairs = sum((r["hazard_pairs"] for r in mine), Counter()).most_common()
         if pairs:
-            f["hazard_pairs"] = [[*key, count] for key, count in sorted(pairs.items(), key=lambda kv: -kv[1])]
-            print(f"  the first {sum(pairs.values())} hazard records per pair of instructions:")
-            for (kind, first, second), count in sorted(pairs.items(), key=lambda kv: -kv[1])[:40]:
+            f["hazard_pairs"] = [[*key, count] for key, count in pairs]
+            print(f"  the first {sum(count for _, count in pairs)} hazard records per pair of instructions:")
+            for (kind, first, second), count in pairs[:40]:
                 print(f"  {count:7d}  {kind}: {first} / {second}")
     (out_dir / f"sanitize_{args.label}.json").write_text(json.dumps(figures, indent=1))
     # A child's failure is ours: a sanitizer error, a failed or unchecked launch, a process that exited non-zero or
