@@ -62,9 +62,10 @@ WS_CASES = [("model1", dict(h_q=16, topk=512, extra_topk=128)), ("model1", dict(
 
 
 def shipped_ws_variants() -> list[Variant]:
-    """Every ws variant the wheel ships for this target, in name order."""
+    """Every variant with producer warps (the ws and pingpong families) the wheel ships for this target, in name
+    order."""
     shipped = ops.catalog().shipped(RESULTS["target"])
-    return [shipped[n].variant for n in sorted(shipped) if shipped[n].variant and shipped[n].variant.family == "ws"]
+    return [shipped[n].variant for n in sorted(shipped) if shipped[n].variant and shipped[n].variant.consumer_groups]
 
 
 def variant_numerics() -> list:

@@ -18,9 +18,12 @@ from sparse_mla_aot.contract import (COMBINE_NAME, COMBINE_PARAMS, D_V, LAYOUTS,
 SPLIT_TEMPLATE = "sparse_mla_split.py.j2"
 WS_SPLIT_TEMPLATE = "sparse_mla_split_ws.py.j2"  # the ws family's (docs/design.md#the-ws-family-producer-warps-and-a-ring)
 COMBINE_TEMPLATE = "sparse_mla_combine.py.j2"
-# Registers per thread of the ws family's producer warps (setmaxnreg, from sm_90; a multiple of 8): their addresses
-# and masks for a tile's copies fit without spilling; the consumers get the rest of the register file.
-WS_PRODUCER_REGISTERS = 88
+# Registers per thread of the producer warps (setmaxnreg, from sm_90; a multiple of 8) by consumer groups: their
+# addresses and masks for a tile's copies fit without spilling at 88; the consumers get the rest of the register
+# file. With two consumer groups the producer gets fewer, and the second group WS_CONSUMER_REGISTERS (the first,
+# Triton's default partition, what is left).
+WS_PRODUCER_REGISTERS = {1: 88, 2: 24}
+WS_CONSUMER_REGISTERS = 240
 COMBINE_NUM_WARPS = 4
 DOT_DTYPES = {"bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
@@ -123,7 +126,7 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
     (sm90), so a fused block_h 64, 8-warp variant splits QK across its two warpgroups
     (docs/design.md#qk-split-across-warpgroups). register_reallocation: the target has setmaxnreg (sm_90 and up),
     so a ws kernel moves registers from its producer warps to its consumers."""
-    if getattr(variant, "family", "fused") == "ws":
+    if getattr(variant, "consumer_groups", 0):
         return _render_ws(variant, grid_dependency, register_reallocation)
     params = [p.name for p in SPLIT_PARAMS]
     if isinstance(variant, AutotunedBlocks):
@@ -153,7 +156,8 @@ def _render_ws(variant: Variant, grid_dependency: bool, register_reallocation: b
         fp8_row=ws_layouts.FP8_ROW,
         grid_dependency=grid_dependency,
         register_reallocation=register_reallocation,
-        producer_registers=WS_PRODUCER_REGISTERS,
+        producer_registers=WS_PRODUCER_REGISTERS[variant.consumer_groups],
+        consumer_registers=WS_CONSUMER_REGISTERS,
         producer_warps=WS_PRODUCER_WARPS,
         kernel_name=kernel_name(variant.name),
         params=[p.name for p in SPLIT_PARAMS],

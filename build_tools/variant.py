@@ -143,7 +143,7 @@ def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
         return False, f"block_h={variant.block_h} must be a power of two >= {MIN_MMA_ROWS} (mma tile rows)"
     if variant.num_warps not in (1, 2, 4, 8, 16):
         return False, f"num_warps={variant.num_warps} must be a power of two <= 16"
-    if variant.family == "ws":
+    if variant.consumer_groups:
         return _ws_buildable(variant)
     if variant.num_stages not in TILES_IN_FLIGHT:
         return False, f"num_stages={variant.num_stages} (tiles in flight) must be one of {TILES_IN_FLIGHT}"

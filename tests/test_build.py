@@ -126,11 +126,17 @@ block_h = [16, 32]
 block_t = [32, 64]
 num_warps = [4, 8]
 num_stages = [2, 4]
+
+[family.pingpong]
+block_h = [16]
+block_t = [32]
+num_warps = [4]
+num_stages = [2, 4]
 """
 
 
 def test_every_ws_variant_compiles_for_the_proxy_without_register_reallocation(tmp_path, monkeypatch):
-    """The whole ws axis for sm89-proxy (sm120 and sm90 get it in the CI wheel test): each variant is ruled out with
+    """The whole ws axis and the pingpong variants for sm89-proxy (sm120 and sm90 get them in the CI wheel test): each variant is ruled out with
     why, or compiles and ships or is pruned with its figure; its PTX has no setmaxnreg, which sm_89 lacks."""
     grid = tmp_path / "grid.toml"
     grid.write_text(WS_GRID)
@@ -140,7 +146,7 @@ def test_every_ws_variant_compiles_for_the_proxy_without_register_reallocation(t
     splits = [r for r in report["artifacts"] if r.kind == "split"]
     assert [r.variant for r in splits] == load_grid(grid)
     compiled = [r for r in splits if r.resources is not None]
-    assert len(compiled) == 16  # 8 per kv_format pass is_buildable
+    assert len(compiled) == 20  # 8 ws and 2 pingpong per kv_format pass is_buildable
     for record in splits:
         if record.resources is None:
             assert record.status == "pruned" and record.reason.startswith("not buildable: "), record.name
@@ -150,7 +156,9 @@ def test_every_ws_variant_compiles_for_the_proxy_without_register_reallocation(t
             assert record.status == "shipped", (record.name, record.reason)
             ptx = (paths.target_dir("sm89-proxy") / record.binary).read_text()
             assert "setmaxnreg" not in ptx, record.name
-    assert {r.name for r in splits if r.status == "shipped"} >= {"v32_ws_bh16_bt32_w4_s4", "model1_ws_bh16_bt32_w4_s4"}
+    assert {r.name for r in splits if r.status == "shipped"} >= {"v32_ws_bh16_bt32_w4_s4", "model1_ws_bh16_bt32_w4_s4",
+                                                                 "v32_pingpong_bh16_bt32_w4_s2",
+                                                                 "model1_pingpong_bh16_bt32_w4_s2"}
 
 
 def test_sm121_runs_sm120s_family_binaries():

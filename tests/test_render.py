@@ -32,17 +32,34 @@ def test_every_grid_variant_renders_to_valid_python_with_its_parameters():
         assert "autotune" not in rendered.source
         if variant.family == "fused":
             assert f"tl.arange(0, {variant.block_h})" in rendered.source
-        else:  # producer warps beside the consumers, a ring of num_stages slots of block_t tokens
-            assert f"], [{WS_PRODUCER_WARPS}])" in rendered.source  # setmaxnreg only where the target has it
+        else:  # producer warps beside the consumer groups, a ring of num_stages slots of block_t tokens
+            workers = [variant.num_warps] * (variant.consumer_groups - 1) + [WS_PRODUCER_WARPS]
+            assert f"], {workers})" in rendered.source  # setmaxnreg only where the target has it
             assert f"[{variant.num_stages}, {variant.block_t}, 512]" in rendered.source
             assert f"warps_per_cta=[{variant.num_warps}, 1, 1]" in rendered.source
 
 
 def test_a_ws_variant_moves_registers_to_its_consumers_only_where_the_target_can():
     variant = Variant("model1", "ws", 16, 64, 8, 2)
-    with_registers = f"], [{WS_PRODUCER_WARPS}], [{render.WS_PRODUCER_REGISTERS}])"
+    with_registers = f"], [{WS_PRODUCER_WARPS}], [{render.WS_PRODUCER_REGISTERS[1]}])"
     assert with_registers in render.render_split(variant, register_reallocation=True).source
     assert f"], [{WS_PRODUCER_WARPS}])" in render.render_split(variant).source
+
+
+def test_a_pingpong_variant_gives_its_second_group_and_producer_registers_that_fit_the_register_file():
+    """The second consumer group and the producer are worker partitions with set counts; the first group (the
+    default partition) gets the same as the second. setmaxnreg waits until its registers are free, so counts over the
+    register file would hang every program."""
+    variant = Variant("model1", "pingpong", 16, 32, 4, 2)
+    consumers, producer = render.WS_CONSUMER_REGISTERS, render.WS_PRODUCER_REGISTERS[2]
+    source = render.render_split(variant, register_reallocation=True).source
+    assert f"], [4, {WS_PRODUCER_WARPS}], [{consumers}, {producer}])" in source
+    assert "def _second_consumer(" in source and "range(FIRST_TILE, n_tiles, 2)" in source
+    assert 2 * 32 * variant.num_warps * consumers + 32 * WS_PRODUCER_WARPS * producer <= 64 * 1024
+    assert consumers % 8 == 0 and producer % 8 == 0 and producer >= 24  # setmaxnreg's granule and minimum
+    assert variant.launch_warps == 12
+    single = render.render_split(Variant("model1", "ws", 16, 32, 4, 2), register_reallocation=True).source
+    assert "_second_consumer" not in single and "range(FIRST_TILE, n_tiles, 1)" in single
 
 
 def test_name_encodes_every_field():

@@ -89,8 +89,12 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 # tile's bytes where they are computed, its indices loaded a tile ahead; 2 and 3 also have the next one or two
 # tiles' bytes in flight, through shared memory by Triton's software pipeliner with that many stages). ws: a Gluon
 # kernel whose producer warps gather tiles into a ring of num_stages shared-memory slots guarded by mbarriers, while
-# num_warps consumer warps compute (docs/design.md#the-ws-family-producer-warps-and-a-ring).
-FAMILIES = ("fused", "ws")
+# num_warps consumer warps compute (docs/design.md#the-ws-family-producer-warps-and-a-ring). pingpong: the ws kernel
+# with two groups of num_warps consumer warps that take the tiles in turn
+# (docs/design.md#the-pingpong-family-two-consumer-groups-in-turn).
+FAMILIES = ("fused", "ws", "pingpong")
+# The families with producer warps and a ring (one template), and their groups of num_warps consumer warps.
+WS_CONSUMER_GROUPS = {"ws": 1, "pingpong": 2}
 VARIANT_FIELDS = ("kv_format", "family", "block_h", "block_t", "num_warps", "num_stages")
 TILES_IN_FLIGHT = (1, 2, 3)
 # A ws kernel's producer warps: one warp of cp.async copies keeps too few bytes in flight (a warp's outstanding
@@ -116,11 +120,16 @@ class Variant:
                 f"_s{self.num_stages}")
 
     @property
+    def consumer_groups(self) -> int:
+        """Groups of num_warps consumer warps beside the producer warps; 0: no producer (the fused family)."""
+        return WS_CONSUMER_GROUPS.get(self.family, 0)
+
+    @property
     def launch_warps(self) -> int:
-        """Warps per program at launch: a ws kernel adds its producer warps, and warp specialization hands registers
-        out per warpgroup of 4 warps, so its warp count rounds up to a multiple of 4."""
-        if self.family == "ws":
-            return -(-(self.num_warps + WS_PRODUCER_WARPS) // 4) * 4
+        """Warps per program at launch: a ws or pingpong kernel adds its producer warps, and warp specialization hands
+        registers out per warpgroup of 4 warps, so its warp count rounds up to a multiple of 4."""
+        if self.consumer_groups:
+            return -(-(self.consumer_groups * self.num_warps + WS_PRODUCER_WARPS) // 4) * 4
         return self.num_warps
 
     @classmethod
