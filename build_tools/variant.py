@@ -155,8 +155,8 @@ def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
 
 
 def _ws_buildable(variant: Variant) -> tuple[bool, str | None]:
-    """The ws family's rules (docs/design.md#the-ws-family-producer-warps-and-a-ring): its consumer warps split
-    the latent's 8 chunks of 64 dims, and the rope's tokens in groups of at least one 8-wide MMA tile."""
+    """The ws and pingpong families' rules (docs/design.md#the-ws-family-producer-warps-and-a-ring): consumer warps
+    split the latent's 8 chunks of 64 dims, and the rope's tokens in groups of at least one 8-wide MMA tile."""
     if variant.num_warps not in WS_CONSUMER_WARPS:
         return False, f"num_warps={variant.num_warps} (consumer warps) must be one of {WS_CONSUMER_WARPS}"
     if variant.block_t // variant.num_warps < WS_MIN_GROUP_TOKENS:
