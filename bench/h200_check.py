@@ -59,6 +59,8 @@ def _forced(inputs: dict, variant: Variant, splits: int) -> dict:
 # at one split (the split kernel writes out, lse and the sink itself) and at 3 (partials and the combine kernel).
 WS_CASES = [("model1", dict(h_q=16, topk=512, extra_topk=128)), ("model1", dict(h_q=8, topk=256, extra_topk=64)),
             ("v32", dict(h_q=32, topk=1024)), ("v32", dict(h_q=16, topk=256))]
+# block_h 64 variants (the wg family) also at the head counts they are for: one and two full head blocks.
+WIDE_CASES = [("model1", dict(h_q=64, topk=512, extra_topk=128)), ("v32", dict(h_q=128, topk=1024))]
 
 
 def shipped_ws_variants() -> list[Variant]:
@@ -71,7 +73,7 @@ def shipped_ws_variants() -> list[Variant]:
 def variant_numerics() -> list:
     """Forced variants, b=3, s_q=2 (6 rows), sink + topk_length (+ the extra set for model1): fused bh {16, 64} x
     bt {16, 32} x tiles in flight {1, 2}, 8 warps, at h_q 64, 4 splits; every shipped ws variant on WS_CASES at 1
-    and 3 splits."""
+    and 3 splits (block_h 64 ones on WIDE_CASES too)."""
     rows = []
     for kv_format in ("v32", "model1"):
         inputs = _inputs(kv_format, 3, 2, seed=1, h_q=64)
@@ -82,10 +84,11 @@ def variant_numerics() -> list:
                     rows.append({"kv_format": kv_format, "variant": variant.name, "case": "h_q 64, 4 splits",
                                  **_forced(inputs, variant, 4)})
     ws = shipped_ws_variants()
-    for i, (kv_format, shape) in enumerate(WS_CASES):
+    for i, (kv_format, shape) in enumerate(WS_CASES + WIDE_CASES):
         inputs = make_inputs(3, 2, kv_format=kv_format, with_sink=True, with_topk_length=True, seed=20 + i,
                              device="cuda", **shape)
-        for variant in sorted(v for v in ws if v.kv_format == kv_format):
+        wide = i >= len(WS_CASES)
+        for variant in sorted(v for v in ws if v.kv_format == kv_format and (v.block_h == 64 or not wide)):
             for splits in (1, 3):
                 case = f"h_q {shape['h_q']} topk {shape['topk']}+{shape.get('extra_topk', 0)}, {splits} split(s)"
                 rows.append({"kv_format": kv_format, "variant": variant.name, "case": case,

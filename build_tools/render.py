@@ -17,6 +17,7 @@ from sparse_mla_aot.contract import (COMBINE_NAME, COMBINE_PARAMS, D_V, LAYOUTS,
 
 SPLIT_TEMPLATE = "sparse_mla_split.py.j2"
 WS_SPLIT_TEMPLATE = "sparse_mla_split_ws.py.j2"  # the ws family's (docs/design.md#the-ws-family-producer-warps-and-a-ring)
+WG_SPLIT_TEMPLATE = "sparse_mla_split_wg.py.j2"  # the wg family's (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90)
 COMBINE_TEMPLATE = "sparse_mla_combine.py.j2"
 # Registers per thread of the producer warps (setmaxnreg, from sm_90; a multiple of 8) by consumer groups: their
 # addresses and masks for a tile's copies fit without spilling at 88; the consumers get the rest of the register
@@ -24,6 +25,11 @@ COMBINE_TEMPLATE = "sparse_mla_combine.py.j2"
 # Triton's default partition, what is left).
 WS_PRODUCER_REGISTERS = {1: 88, 2: 24}
 WS_CONSUMER_REGISTERS = 240
+# The wg family: registers per thread of its second consumer warpgroup and of its producer warpgroup; the first
+# consumer (the default partition: QK^T, the softmax and P) gets what they leave of 3 x 168, the register file over
+# 384 threads: 192. Below 160 for the second consumer ptxas drops setmaxnreg altogether.
+WG_CONSUMER_REGISTERS = 160
+WG_PRODUCER_REGISTERS = 152
 COMBINE_NUM_WARPS = 4
 DOT_DTYPES = {"bfloat16": "tl.bfloat16", "float32": "tl.float32"}
 
@@ -125,7 +131,9 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
     from sm_90, never the interpreter, which has no such instruction). wgmma: the target's dots are warpgroup MMAs
     (sm90), so a fused block_h 64, 8-warp variant splits QK across its two warpgroups
     (docs/design.md#qk-split-across-warpgroups). register_reallocation: the target has setmaxnreg (sm_90 and up),
-    so a ws kernel moves registers from its producer warps to its consumers."""
+    so a ws or wg kernel moves registers from its producer warps to its consumers."""
+    if getattr(variant, "family", None) == "wg":
+        return _render_wg(variant, grid_dependency, register_reallocation)
     if getattr(variant, "consumer_groups", 0):
         return _render_ws(variant, grid_dependency, register_reallocation)
     params = [p.name for p in SPLIT_PARAMS]
@@ -164,6 +172,27 @@ def _render_ws(variant: Variant, grid_dependency: bool, register_reallocation: b
         d_qk=LAYOUTS[variant.kv_format].d_qk,
         d_v=D_V,
         layout=LAYOUTS[variant.kv_format],
+    )
+    return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
+
+
+def _render_wg(variant: Variant, grid_dependency: bool, register_reallocation: bool) -> RenderedKernel:
+    layout = LAYOUTS[variant.kv_format]
+    source = _environment().get_template(WG_SPLIT_TEMPLATE).render(
+        template=WG_SPLIT_TEMPLATE,
+        template_hash=template_hash(WG_SPLIT_TEMPLATE),
+        variant=variant,
+        grid_dependency=grid_dependency,
+        register_reallocation=register_reallocation,
+        rope_in_v=layout.rope.in_v,
+        producer_warps=WS_PRODUCER_WARPS,
+        consumer_registers=WG_CONSUMER_REGISTERS,
+        producer_registers=WG_PRODUCER_REGISTERS,
+        kernel_name=kernel_name(variant.name),
+        params=[p.name for p in SPLIT_PARAMS],
+        d_qk=layout.d_qk,
+        d_v=D_V,
+        layout=layout,
     )
     return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
 

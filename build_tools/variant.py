@@ -29,6 +29,10 @@ WS_CONSUMER_WARPS = (4, 8)
 WS_RING_SLOTS = (2, 4)
 WS_MIN_GROUP_TOKENS = 8
 WS_MAX_ACCUMULATOR_REGISTERS = 64
+# The wg family (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90): wgmma's 64 rows are the heads, a consumer is
+# one warpgroup, a ring slot a bf16 tile of 32 tokens (two slots, q and the producer's staging fill sm90's shared
+# memory).
+WG_SHAPE = {"block_h": 64, "block_t": 64, "num_warps": 4, "num_stages": 2}
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,8 @@ def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
         return False, f"block_h={variant.block_h} must be a power of two >= {MIN_MMA_ROWS} (mma tile rows)"
     if variant.num_warps not in (1, 2, 4, 8, 16):
         return False, f"num_warps={variant.num_warps} must be a power of two <= 16"
+    if variant.family == "wg":
+        return _wg_buildable(variant, target)
     if variant.consumer_groups:
         return _ws_buildable(variant)
     if variant.num_stages not in TILES_IN_FLIGHT:
@@ -169,6 +175,16 @@ def _ws_buildable(variant: Variant) -> tuple[bool, str | None]:
         return False, (f"the [{variant.block_h}, {D_V}] fp32 accumulator needs {registers} registers per consumer "
                        f"thread at {variant.num_warps} warps > {WS_MAX_ACCUMULATOR_REGISTERS}: the tile's operands "
                        "need the rest")
+    return True, None
+
+
+def _wg_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
+    """The wg family's rules: warpgroup MMAs (sm90 only) and one shape."""
+    if not target.wgmma:
+        return False, f"the wg family needs warpgroup MMAs (sm_90); {target.name} has none"
+    wrong = {axis: getattr(variant, axis) for axis, value in WG_SHAPE.items() if getattr(variant, axis) != value}
+    if wrong:
+        return False, f"the wg family is {WG_SHAPE}; got {wrong}"
     return True, None
 
 

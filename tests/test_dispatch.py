@@ -294,7 +294,7 @@ def test_parse_force_valid():
         "family": "fused", "block_h": 16, "block_t": 16, "num_warps": 8, "num_stages": 2, "num_splits": 16,
         "programmatic_combine": 0}
     assert parse_force("family=ws,block_h=16,block_t=64,num_warps=8,num_stages=2,num_splits=4")["family"] == "ws"
-    with pytest.raises(ValueError, match=r"family must be one of \('fused', 'ws', 'pingpong'\); got 'tiled'"):
+    with pytest.raises(ValueError, match=r"family must be one of \('fused', 'ws', 'pingpong', 'wg'\); got 'tiled'"):
         parse_force("family=tiled,block_h=16,block_t=64,num_warps=8,num_stages=2,num_splits=4")
     assert parse_force("block_h=16,block_t=16,num_warps=8,num_stages=2,num_splits=4,programmatic_combine=1")[
         "programmatic_combine"] == 1

@@ -91,10 +91,12 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 # kernel whose producer warps gather tiles into a ring of num_stages shared-memory slots guarded by mbarriers, while
 # num_warps consumer warps compute (docs/design.md#the-ws-family-producer-warps-and-a-ring). pingpong: the ws kernel
 # with two groups of num_warps consumer warps that take the tiles in turn
-# (docs/design.md#the-pingpong-family-two-consumer-groups-in-turn).
-FAMILIES = ("fused", "ws", "pingpong")
-# The families with producer warps and a ring (one template), and their groups of num_warps consumer warps.
-WS_CONSUMER_GROUPS = {"ws": 1, "pingpong": 2}
+# (docs/design.md#the-pingpong-family-two-consumer-groups-in-turn). wg (sm90 only): a producer warpgroup dequantizes
+# tiles to bf16 into a ring for two consumer warpgroups of num_warps (4) warps that compute with wgmma, each one half
+# of V's columns (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90).
+FAMILIES = ("fused", "ws", "pingpong", "wg")
+# The families with producer warps and a ring, and their groups of num_warps consumer warps.
+WS_CONSUMER_GROUPS = {"ws": 1, "pingpong": 2, "wg": 2}
 VARIANT_FIELDS = ("kv_format", "family", "block_h", "block_t", "num_warps", "num_stages")
 TILES_IN_FLIGHT = (1, 2, 3)
 # A ws kernel's producer warps: one warp of cp.async copies keeps too few bytes in flight (a warp's outstanding
@@ -126,7 +128,7 @@ class Variant:
 
     @property
     def launch_warps(self) -> int:
-        """Warps per program at launch: a ws or pingpong kernel adds its producer warps, and warp specialization hands
+        """Warps per program at launch: a ws, pingpong or wg kernel adds its producer warps, and warp specialization hands
         registers out per warpgroup of 4 warps, so its warp count rounds up to a multiple of 4."""
         if self.consumer_groups:
             return -(-(self.consumer_groups * self.num_warps + WS_PRODUCER_WARPS) // 4) * 4
