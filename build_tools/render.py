@@ -156,43 +156,35 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
 
 
 def _render_ws(variant: Variant, grid_dependency: bool, register_reallocation: bool) -> RenderedKernel:
-    source = _environment().get_template(WS_SPLIT_TEMPLATE).render(
-        template=WS_SPLIT_TEMPLATE,
-        template_hash=template_hash(WS_SPLIT_TEMPLATE),
-        variant=variant,
-        ws=ws_layouts.placement(variant),
-        fp8_row=ws_layouts.FP8_ROW,
-        grid_dependency=grid_dependency,
-        register_reallocation=register_reallocation,
-        producer_registers=WS_PRODUCER_REGISTERS[variant.consumer_groups],
-        consumer_registers=WS_CONSUMER_REGISTERS,
-        producer_warps=WS_PRODUCER_WARPS,
-        kernel_name=kernel_name(variant.name),
-        params=[p.name for p in SPLIT_PARAMS],
-        d_qk=LAYOUTS[variant.kv_format].d_qk,
-        d_v=D_V,
-        layout=LAYOUTS[variant.kv_format],
-    )
-    return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
+    return _render_gluon(WS_SPLIT_TEMPLATE, variant, grid_dependency, register_reallocation,
+                         producer_registers=WS_PRODUCER_REGISTERS[variant.consumer_groups],
+                         consumer_registers=WS_CONSUMER_REGISTERS, ws=ws_layouts.placement(variant),
+                         fp8_row=ws_layouts.FP8_ROW)
 
 
 def _render_wg(variant: Variant, grid_dependency: bool, register_reallocation: bool) -> RenderedKernel:
+    return _render_gluon(WG_SPLIT_TEMPLATE, variant, grid_dependency, register_reallocation,
+                         producer_registers=WG_PRODUCER_REGISTERS, consumer_registers=WG_CONSUMER_REGISTERS,
+                         rope_in_v=LAYOUTS[variant.kv_format].rope.in_v)
+
+
+def _render_gluon(template: str, variant: Variant, grid_dependency: bool, register_reallocation: bool,
+                  **family) -> RenderedKernel:
+    """A Gluon family's split kernel: what every such template takes, plus the family's own (`family`)."""
     layout = LAYOUTS[variant.kv_format]
-    source = _environment().get_template(WG_SPLIT_TEMPLATE).render(
-        template=WG_SPLIT_TEMPLATE,
-        template_hash=template_hash(WG_SPLIT_TEMPLATE),
+    source = _environment().get_template(template).render(
+        template=template,
+        template_hash=template_hash(template),
         variant=variant,
         grid_dependency=grid_dependency,
         register_reallocation=register_reallocation,
-        rope_in_v=layout.rope.in_v,
         producer_warps=WS_PRODUCER_WARPS,
-        consumer_registers=WG_CONSUMER_REGISTERS,
-        producer_registers=WG_PRODUCER_REGISTERS,
         kernel_name=kernel_name(variant.name),
         params=[p.name for p in SPLIT_PARAMS],
         d_qk=layout.d_qk,
         d_v=D_V,
         layout=layout,
+        **family,
     )
     return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
 

@@ -30,8 +30,7 @@ WS_RING_SLOTS = (2, 4)
 WS_MIN_GROUP_TOKENS = 8
 WS_MAX_ACCUMULATOR_REGISTERS = 64
 # The wg family (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90): wgmma's 64 rows are the heads, a consumer is
-# one warpgroup, a ring slot a bf16 tile of 32 tokens (two slots, q and the producer's staging fill sm90's shared
-# memory).
+# one warpgroup, a ring slot a bf16 tile of 64 tokens (two slots and q fill sm90's shared memory).
 WG_SHAPE = {"block_h": 64, "block_t": 64, "num_warps": 4, "num_stages": 2}
 
 
