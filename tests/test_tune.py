@@ -179,7 +179,7 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     from build_tools.measurements import read_rows
     from sparse_mla_aot import paths
     from sparse_mla_aot.dispatch import forced_spec
-    from tuning import tune
+    from tuning import gpu_timing, tune
     from tuning.gpu_timing import Shape
 
     monkeypatch.delenv(paths.FORCE_ENV, raising=False)
@@ -208,6 +208,7 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     monkeypatch.setattr(tune, "InputSets", FakeInputs)
     monkeypatch.setattr(tune, "capture", fake_capture)
     monkeypatch.setattr(tune, "replay_times_us", fake_replays)
+    monkeypatch.setattr(gpu_timing, "replay_times_us", fake_replays)  # the full measurements' turns
     shape, path = Shape("model1", 16, 512, 0), tmp_path / "t.csv"
     rows = tune.measure(shape, records, [1], (1, 2, 4), 50, path, {}, io.StringIO())
     full = sorted((r["variant"], r["num_splits"]) for r in rows if r["stage"] == "full")
@@ -220,8 +221,8 @@ def test_measure_screens_all_points_cuts_slow_ones_measures_contenders_in_full_a
     again = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO())
     assert len(captures) == 8 and len(again) == 8  # resumed: nothing measured twice
     assert tune.best_per_batch(again, [1])[1]["variant"] == bt16
-    # where the combine kernel can wait for the split grid, the winner (4 splits) is also timed as a programmatic
-    # launch, and that measurement wins the batch
+    # where the combine kernel can wait for the split grid, each contender that splits (4 splits) is also timed as
+    # a programmatic launch, and that measurement wins the batch
     more = tune.measure(shape, records, [1], (1, 2, 4), 50, path, read_rows(path), io.StringIO(),
                         programmatic_combine=True)
     assert len(captures) == 9 and captures[-1].endswith(",num_splits=4,programmatic_combine=1")
@@ -255,3 +256,21 @@ def test_distinct_bytes_counts_each_set_of_the_extra_cache_too():
     # few draws over a large cache are nearly all distinct; many saturate at the two caches' size
     assert distinct_bytes(main_only, 1, 1) == pytest.approx(512 * BYTES_PER_TOKEN["model1"], rel=1e-3)
     assert distinct_bytes(both, 10**6, 10) == pytest.approx(2 * CACHE_TOKENS * BYTES_PER_TOKEN["model1"])
+
+
+def test_full_measurements_take_turns_so_drift_hits_every_launch_alike(monkeypatch):
+    """replay_in_turns (tune's full measurements, ab's sides): per_round replays of each graph in turn, rounds times;
+    each graph's times are its own."""
+    from tuning import gpu_timing
+
+    order = []
+
+    def fake_replays(graph, calls_per_replay, replays):
+        order.append((graph, replays))
+        return [float(len(order))] * replays
+
+    monkeypatch.setattr(gpu_timing, "replay_times_us", fake_replays)
+    times = gpu_timing.replay_in_turns(["a", "b", "c"], 2, rounds=3, per_round=5)
+    assert order == [("a", 5), ("b", 5), ("c", 5)] * 3
+    assert times == [[1.0] * 5 + [4.0] * 5 + [7.0] * 5, [2.0] * 5 + [5.0] * 5 + [8.0] * 5,
+                     [3.0] * 5 + [6.0] * 5 + [9.0] * 5]

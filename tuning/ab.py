@@ -4,7 +4,7 @@ command. Same inputs, A and B captured as graphs and replayed alternately; per b
 from __future__ import annotations
 
 from sparse_mla_aot.dispatch import forcing, parse_force
-from tuning.gpu_timing import InputSets, Shape, capture, replay_times_us, summary
+from tuning.gpu_timing import InputSets, Shape, capture, replay_in_turns, summary
 
 
 def parse_side(value: str) -> str | None:
@@ -32,10 +32,7 @@ def run_ab(shape: Shape, a: str | None, b: str | None, batches, rounds: int = 20
             graph_a = capture(sets)
         with forcing(b):
             graph_b = capture(sets)
-        times_a, times_b = [], []
-        for _ in range(rounds):  # alternate, so drift (clocks, temperature) hits both sides alike
-            times_a += replay_times_us(graph_a, len(sets), per_round)
-            times_b += replay_times_us(graph_b, len(sets), per_round)
+        times_a, times_b = replay_in_turns([graph_a, graph_b], len(sets), rounds, per_round)
         sa, sb = summary(times_a), summary(times_b)
         results.append({"batch_rows": batch, "a": sa, "b": sb, "b_over_a": sb["median_us"] / sa["median_us"],
                         "verdict": verdict(sa, sb)})

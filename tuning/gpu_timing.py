@@ -143,6 +143,18 @@ def replay_times_us(graph: torch.cuda.CUDAGraph, calls_per_replay: int, replays:
     return [s.elapsed_time(e) * 1e3 / calls_per_replay for s, e in zip(starts, ends)]
 
 
+def replay_in_turns(graphs: list[torch.cuda.CUDAGraph], calls_per_replay: int, rounds: int,
+                    per_round: int) -> list[list[float]]:
+    """Per-call times of each graph, replayed in turns (per_round replays of each, `rounds` times), so drift over
+    the measurement (clocks, temperature) hits every graph alike; measured one after another, the same launch
+    differed by 3% at 1 row (bench/RESULTS.md, 2026-12-06)."""
+    times: list[list[float]] = [[] for _ in graphs]
+    for _ in range(rounds):
+        for graph, graph_times in zip(graphs, times):
+            graph_times += replay_times_us(graph, calls_per_replay, per_round)
+    return times
+
+
 def summary(times: list[float]) -> dict:
     ordered = sorted(times)
     n = len(ordered)

@@ -21,7 +21,7 @@ from sparse_mla_aot import ops
 from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord, table_stem
 from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
-from tuning.gpu_timing import InputSets, Shape, capture, replay_times_us, summary
+from tuning.gpu_timing import InputSets, Shape, capture, replay_in_turns, replay_times_us, summary
 
 BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 128)
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
@@ -78,10 +78,10 @@ def contenders(screened: dict[tuple[str, int], float], margin: float = SCREEN_MA
 
 def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, replays: int, csv_path: Path,
             done: dict[Key, dict], log, programmatic_combine: bool = False) -> list[dict]:
-    """Screen every (variant, split) per batch, then measure the contenders in full; with programmatic_combine (the
-    target's combine kernel can wait for the split grid), the winner, if it splits, also with its combine kernel as
-    a programmatic dependent launch, and the faster of the two enters the table. Appends each row to csv_path as it
-    is measured, so an interrupted tune resumes where it stopped."""
+    """Screen every (variant, split) per batch, then measure the contenders in full, in turns (one after another,
+    drift decided close calls); with programmatic_combine (the target's combine kernel can wait for the split grid)
+    every contender that splits also with its combine kernel as a programmatic dependent launch. The fastest enters
+    the table. Appends each row to csv_path as it is measured, so an interrupted tune resumes where it stopped."""
     if csv_path.exists() and header(csv_path) != list(CSV_FIELDS):
         write_rows(csv_path, list(done.values()))  # an older column order: rewrite before appending
     new_file = not csv_path.exists()
@@ -91,22 +91,36 @@ def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, r
         if new_file:
             writer.writeheader()
 
-        def timed(batch, sets, name, num_splits, stage, count, cut_us=float("inf"), programmatic=0):
-            key = (batch, name, num_splits, programmatic, stage)
-            if key not in done:
-                with forcing(force_spec(records[name].variant, num_splits, bool(programmatic))):
-                    graph = capture(sets, warmups=1)
+        def record(batch, sets, name, num_splits, programmatic, stage, times):
+            done[batch, name, num_splits, programmatic, stage] = {
+                "batch_rows": batch, "variant": name, "num_splits": num_splits, "programmatic_combine": programmatic,
+                "stage": stage, **summary(times), "calls_per_replay": len(sets)}
+            writer.writerow(done[batch, name, num_splits, programmatic, stage])
+            f.flush()
+
+        def graph_of(sets, name, num_splits, programmatic):
+            with forcing(force_spec(records[name].variant, num_splits, bool(programmatic))):
+                return capture(sets, warmups=1)
+
+        def screened_us(batch, sets, name, num_splits, cut_us):
+            if (batch, name, num_splits, 0, "screen") not in done:
+                graph = graph_of(sets, name, num_splits, 0)
                 times = replay_times_us(graph, len(sets), 1)
                 if times[0] <= cut_us:
-                    times += replay_times_us(graph, len(sets), count - 1)
-                stats = summary(times)
+                    times += replay_times_us(graph, len(sets), SCREEN_REPLAYS - 1)
                 del graph
-                done[key] = {"batch_rows": batch, "variant": name, "num_splits": num_splits,
-                             "programmatic_combine": programmatic, "stage": stage, **stats,
-                             "calls_per_replay": len(sets)}
-                writer.writerow(done[key])
-                f.flush()
-            return float(done[key]["median_us"])
+                record(batch, sets, name, num_splits, 0, "screen", times)
+            return float(done[batch, name, num_splits, 0, "screen"]["median_us"])
+
+        def full_us(batch, sets, launches):
+            """The launches (variant, splits, programmatic) measured in turns, `replays` replays each."""
+            todo = [launch for launch in launches if (batch, *launch, "full") not in done]
+            graphs = [graph_of(sets, *launch) for launch in todo]
+            rounds = -(-replays // SCREEN_REPLAYS)
+            for launch, times in zip(todo, replay_in_turns(graphs, len(sets), rounds, SCREEN_REPLAYS)):
+                record(batch, sets, *launch, "full", times)
+            del graphs
+            return {launch: float(done[(batch, *launch, "full")]["median_us"]) for launch in launches}
 
         previous: dict[tuple[str, int], float] = {}
         for batch in batches:
@@ -119,12 +133,12 @@ def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, r
                 if (batch, *p, 0, "full") in done:
                     screened[p] = float(done[(batch, *p, 0, "full")]["median_us"])
                 else:
-                    screened[p] = timed(batch, sets, *p, "screen", SCREEN_REPLAYS, cut_us=PROBE_CUT * best)
+                    screened[p] = screened_us(batch, sets, *p, cut_us=PROBE_CUT * best)
             finalists = contenders(screened)
-            full = {(*p, 0): timed(batch, sets, *p, "full", replays) for p in finalists}
-            (name, num_splits, _), best_us = min(full.items(), key=lambda item: item[1])
-            if num_splits > 1 and programmatic_combine:  # the winner's combine kernel as a programmatic launch too
-                full[name, num_splits, 1] = timed(batch, sets, name, num_splits, "full", replays, programmatic=1)
+            launches = [(*p, 0) for p in finalists]
+            if programmatic_combine:  # each split finalist's combine kernel as a programmatic launch too
+                launches += [(*p, 1) for p in finalists if p[1] > 1]
+            full = full_us(batch, sets, launches)
             (name, num_splits, programmatic), best_us = min(full.items(), key=lambda item: item[1])
             probed = sum(1 for p in todo if int(done.get((batch, *p, 0, "screen"), {}).get("n", 0)) == 1)
             print(f"{shape.label} batch_rows {batch:>4}: {len(screened)} screened ({probed} cut after one replay), "
@@ -200,7 +214,8 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
             "method": "CUDA-graph replay of one call per rotating input set, CUDA events, median per-call time "
                       f"of the replays; inputs: random q and indices over a 262,144-token cache; every point "
                       f"screened with {SCREEN_REPLAYS} replays (one if that one is beyond {PROBE_CUT}x the best so "
-                      f"far), those within {SCREEN_MARGIN}x of the best measured with {replays}",
+                      f"far), those within {SCREEN_MARGIN}x of the best (and, splitting, with a programmatic combine "
+                      f"launch) measured with {replays}, in turns of {SCREEN_REPLAYS}",
         },
         "rows": table_rows(best),
     }
