@@ -60,6 +60,31 @@ def test_a_wg_variant_leaves_its_softmax_warpgroup_the_most_registers():
     assert variant.launch_warps == 12
 
 
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
+def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format):
+    """Every thread of a partition arrives on the barriers it hands over with (_arrive), so each mbarrier's count
+    must be the threads of the partitions that arrive on it: one fewer and a phase completes before a warp is
+    done, one more and the waiter hangs. Read from the rendered source: which partition function arrives on which
+    barrier, each partition's warps from the warp_specialize call, the counts from mbarrier.init."""
+    variant = Variant(kv_format, "wg", 64, 64, 4, 2)
+    tree = ast.parse(render.render_split(variant, register_reallocation=True).source)
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    kernel = functions[render.render_split(variant).kernel_name]
+    (specialize,) = [c for c in ast.walk(kernel) if isinstance(c, ast.Call) and ast.unparse(c.func).endswith(
+        "warp_specialize")]
+    partitions = [entry.elts[0].id for entry in specialize.args[0].elts]
+    warps = [variant.num_warps] + [ast.literal_eval(w) for w in specialize.args[1].elts]
+    arrivals: dict[str, int] = {}
+    for name, partition_warps in zip(partitions, warps):
+        barriers = {ast.unparse(c.args[0].func.value) for c in ast.walk(functions[name])
+                    if isinstance(c, ast.Call) and ast.unparse(c.func) == "_arrive"}
+        for barrier in barriers:
+            arrivals[barrier] = arrivals.get(barrier, 0) + 32 * partition_warps
+    counts = {ast.unparse(c.args[0].func.value): ast.literal_eval(c.keywords[0].value) for c in ast.walk(kernel)
+              if isinstance(c, ast.Call) and ast.unparse(c.func) == "mbarrier.init"}
+    assert counts == arrivals == {"full": 128, "empty": 256, "p_full": 128, "p_empty": 128}
+
+
 def test_a_pingpong_variant_gives_its_second_group_and_producer_registers_that_fit_the_register_file():
     """The second consumer group and the producer are worker partitions with set counts; the first group (the
     default partition) gets the same as the second. setmaxnreg waits until its registers are free, so counts over the
