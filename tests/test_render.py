@@ -67,9 +67,9 @@ def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format):
     done, one more and the waiter hangs. Read from the rendered source: which partition function arrives on which
     barrier, each partition's warps from the warp_specialize call, the counts from mbarrier.init."""
     variant = Variant(kv_format, "wg", 64, 64, 4, 2)
-    tree = ast.parse(render.render_split(variant, register_reallocation=True).source)
-    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
-    kernel = functions[render.render_split(variant).kernel_name]
+    rendered = render.render_split(variant, register_reallocation=True)
+    functions = {f.name: f for f in ast.parse(rendered.source).body if isinstance(f, ast.FunctionDef)}
+    kernel = functions[rendered.kernel_name]
     (specialize,) = [c for c in ast.walk(kernel) if isinstance(c, ast.Call) and ast.unparse(c.func).endswith(
         "warp_specialize")]
     partitions = [entry.elts[0].id for entry in specialize.args[0].elts]

@@ -92,10 +92,10 @@ def measure(shape: Shape, records: dict[str, ArtifactRecord], batches, splits, r
             writer.writeheader()
 
         def record(batch, sets, name, num_splits, programmatic, stage, times):
-            done[batch, name, num_splits, programmatic, stage] = {
-                "batch_rows": batch, "variant": name, "num_splits": num_splits, "programmatic_combine": programmatic,
-                "stage": stage, **summary(times), "calls_per_replay": len(sets)}
-            writer.writerow(done[batch, name, num_splits, programmatic, stage])
+            row = {"batch_rows": batch, "variant": name, "num_splits": num_splits, "programmatic_combine": programmatic,
+                   "stage": stage, **summary(times), "calls_per_replay": len(sets)}
+            done[batch, name, num_splits, programmatic, stage] = row
+            writer.writerow(row)
             f.flush()
 
         def graph_of(sets, name, num_splits, programmatic):
