@@ -10,8 +10,8 @@ from build_tools import paths, render
 from build_tools.variant import (MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid,
                                  load_targets)
 from sparse_mla_aot import plan
-from sparse_mla_aot.contract import (COMBINE_PARAMS, D_V, FAMILIES, SPLIT_PARAMS, TILES_IN_FLIGHT, VARIANT_FIELDS,
-                                     WS_PRODUCER_WARPS, Variant)
+from sparse_mla_aot.contract import (COMBINE_PARAMS, D_V, FAMILIES, LAYOUTS, SPLIT_PARAMS, TILES_IN_FLIGHT,
+                                     VARIANT_FIELDS, WS_PRODUCER_WARPS, Variant)
 
 BASE = Variant("v32", "fused", 16, 16, 4, 2)
 
@@ -83,6 +83,37 @@ def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format):
     counts = {ast.unparse(c.args[0].func.value): ast.literal_eval(c.keywords[0].value) for c in ast.walk(kernel)
               if isinstance(c, ast.Call) and ast.unparse(c.func) == "mbarrier.init"}
     assert counts == arrivals == {"full": 128, "empty": 256, "p_full": 128, "p_empty": 128}
+
+
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
+def test_the_wg_prefetch_covers_every_line_of_a_record_at_any_16_byte_alignment(kv_format):
+    """The wg producer pulls each record into L2 with one prefetch per 128-byte line at fixed offsets from the
+    record's address, which is 16-byte aligned anywhere in a line: at every such alignment the prefetched lines
+    must be exactly the lines the record's bytes lie in (one missed and that load waits on DRAM)."""
+    source = render.render_split(Variant(kv_format, "wg", 64, 64, 4, 2), register_reallocation=True).source
+    (offsets,) = [ast.literal_eval(c.iter) for c in ast.walk(ast.parse(source))
+                  if isinstance(c, ast.comprehension) and ast.unparse(c.target) == "offset"]
+    record_bytes = LAYOUTS[kv_format].record_bytes
+    for start in range(0, 128, 16):
+        assert {(start + o) // 128 for o in offsets} == {(start + b) // 128 for b in range(record_bytes)}, start
+
+
+@pytest.mark.parametrize("family, num_warps", [("ws", 4), ("ws", 8), ("pingpong", 4)])
+def test_every_ws_consumer_thread_arrives_on_the_barriers_it_releases(family, num_warps):
+    """A ws or pingpong slot is read by one consumer group (pingpong's groups take alternate tiles), and every thread
+    of it arrives on the slot's empty barrier after its own reads (_arrive), as pingpong's second group does on the
+    merge barrier after its stores; so each count is one group's threads: one fewer and the producer refills a slot
+    a warp still reads, one more and it waits forever. No consumer arrives with Gluon's one-thread mbarrier.arrive."""
+    variant = Variant("model1", family, 16, 32, num_warps, 2)
+    rendered = render.render_split(variant, register_reallocation=True)
+    calls = [c for c in ast.walk(ast.parse(rendered.source)) if isinstance(c, ast.Call)]
+    counts = {ast.unparse(c.args[0].func.value): ast.literal_eval(c.keywords[0].value) for c in calls
+              if ast.unparse(c.func) == "mbarrier.init"}
+    arrived = {ast.unparse(c.args[0].func.value) for c in calls if ast.unparse(c.func) == "_arrive"}
+    group = 32 * num_warps
+    assert arrived == ({"empty", "merged"} if family == "pingpong" else {"empty"})
+    assert {barrier: counts[barrier] for barrier in arrived} == {barrier: group for barrier in arrived}
+    assert not [c for c in calls if ast.unparse(c.func) == "mbarrier.arrive"]
 
 
 def test_a_pingpong_variant_gives_its_second_group_and_producer_registers_that_fit_the_register_file():
