@@ -60,6 +60,18 @@ def test_a_wg_variant_leaves_its_softmax_warpgroup_the_most_registers():
     assert variant.launch_warps == 12
 
 
+def _barrier_counts(tree: ast.AST) -> dict[str, int]:
+    """Each mbarrier's arrival count, from the rendered source's mbarrier.init calls: {barrier name: count}."""
+    return {ast.unparse(c.args[0].func.value): ast.literal_eval(c.keywords[0].value) for c in ast.walk(tree)
+            if isinstance(c, ast.Call) and ast.unparse(c.func) == "mbarrier.init"}
+
+
+def _arrived_barriers(tree: ast.AST) -> set[str]:
+    """The barriers that `tree` arrives on with _arrive (every thread)."""
+    return {ast.unparse(c.args[0].func.value) for c in ast.walk(tree)
+            if isinstance(c, ast.Call) and ast.unparse(c.func) == "_arrive"}
+
+
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format):
     """Every thread of a partition arrives on the barriers it hands over with (_arrive), so each mbarrier's count
@@ -76,13 +88,9 @@ def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format):
     warps = [variant.num_warps] + [ast.literal_eval(w) for w in specialize.args[1].elts]
     arrivals: dict[str, int] = {}
     for name, partition_warps in zip(partitions, warps):
-        barriers = {ast.unparse(c.args[0].func.value) for c in ast.walk(functions[name])
-                    if isinstance(c, ast.Call) and ast.unparse(c.func) == "_arrive"}
-        for barrier in barriers:
+        for barrier in _arrived_barriers(functions[name]):
             arrivals[barrier] = arrivals.get(barrier, 0) + 32 * partition_warps
-    counts = {ast.unparse(c.args[0].func.value): ast.literal_eval(c.keywords[0].value) for c in ast.walk(kernel)
-              if isinstance(c, ast.Call) and ast.unparse(c.func) == "mbarrier.init"}
-    assert counts == arrivals == {"full": 128, "empty": 256, "p_full": 128, "p_empty": 128}
+    assert _barrier_counts(kernel) == arrivals == {"full": 128, "empty": 256, "p_full": 128, "p_empty": 128}
 
 
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
@@ -105,15 +113,12 @@ def test_every_ws_consumer_thread_arrives_on_the_barriers_it_releases(family, nu
     merge barrier after its stores; so each count is one group's threads: one fewer and the producer refills a slot
     a warp still reads, one more and it waits forever. No consumer arrives with Gluon's one-thread mbarrier.arrive."""
     variant = Variant("model1", family, 16, 32, num_warps, 2)
-    rendered = render.render_split(variant, register_reallocation=True)
-    calls = [c for c in ast.walk(ast.parse(rendered.source)) if isinstance(c, ast.Call)]
-    counts = {ast.unparse(c.args[0].func.value): ast.literal_eval(c.keywords[0].value) for c in calls
-              if ast.unparse(c.func) == "mbarrier.init"}
-    arrived = {ast.unparse(c.args[0].func.value) for c in calls if ast.unparse(c.func) == "_arrive"}
+    tree = ast.parse(render.render_split(variant, register_reallocation=True).source)
+    counts, arrived = _barrier_counts(tree), _arrived_barriers(tree)
     group = 32 * num_warps
     assert arrived == ({"empty", "merged"} if family == "pingpong" else {"empty"})
     assert {barrier: counts[barrier] for barrier in arrived} == {barrier: group for barrier in arrived}
-    assert not [c for c in calls if ast.unparse(c.func) == "mbarrier.arrive"]
+    assert not [c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == "mbarrier.arrive"]
 
 
 def test_a_pingpong_variant_gives_its_second_group_and_producer_registers_that_fit_the_register_file():
