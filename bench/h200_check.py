@@ -20,7 +20,9 @@ import sparse_mla_aot
 from sparse_mla_aot import ops, sparse_mla_decode
 from sparse_mla_aot.contract import Variant
 from sparse_mla_aot.dispatch import force_spec, forcing
+from sparse_mla_aot.plan import make_plan
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
+from sparse_mla_aot.validation import check_arguments
 
 SHAPES = {"v32": dict(h_q=128, topk=2048), "model1": dict(h_q=64, topk=512, extra_topk=128)}
 RESULTS: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -128,6 +130,36 @@ def _replay_fresh(kv_format: str, b: int, s_q: int, seed: int, **shape) -> dict:
     e_out, e_lse = _decode(fresh)
     return {"replay": _check(fresh, g_out, g_lse),
             "replay_equals_eager": bool(torch.equal(g_out, e_out) and torch.equal(g_lse, e_lse))}
+
+
+def last_wave_variants() -> list[Variant]:
+    """Every shipped variant with producer warps or warpgroup MMAs, and per kv_format the fused family's block_h 16
+    and 64 at 8 warps, 64-token tiles, one tile in flight, where shipped."""
+    shipped = ops.catalog().shipped(RESULTS["target"])
+    fused = {Variant(kv, "fused", bh, 64, 8, 1).name for kv in ("v32", "model1") for bh in (16, 64)}
+    return [shipped[n].variant for n in sorted(shipped)
+            if shipped[n].variant and (shipped[n].variant.family != "fused" or n in fused)]
+
+
+def last_wave_splits() -> list:
+    """Each last_wave_variants() variant forced at 2 splits on a batch of about 1.5 waves of its programs (the
+    device's SMs x the programs one holds; h_q 128 or 64 for block_h 64, else 32): the rows of the whole wave run
+    unsplit and write out and lse, the rest split and go through the combine kernel. Captured once and replayed
+    with fresh inputs, compared with the reference and with an eager call."""
+    kernels = ops._kernels_for(torch.cuda.current_device())
+    rows = []
+    for variant in last_wave_variants():
+        kernels.load([variant.name])
+        wave = kernels.kernels[variant.name].wave
+        h_q = 32 if variant.block_h < 64 else SHAPES[variant.kv_format]["h_q"]
+        b = -(-3 * wave // (2 * -(-h_q // variant.block_h)))
+        call = check_arguments(**_inputs(variant.kv_format, b, 1, seed=700, h_q=h_q))
+        plan = make_plan(call, variant.name, variant.block_h, variant.block_t, 2, wave)
+        with forcing(force_spec(variant, 2)):
+            rows.append({"variant": variant.name, "b": b, "h_q": h_q, "wave": wave,
+                         "unsplit_rows": plan.unsplit_rows, "exercised": 0 < plan.unsplit_rows < b,
+                         **_replay_fresh(variant.kv_format, b, 1, seed=700, h_q=h_q)})
+    return rows
 
 
 def dispatched_numerics_and_graphs() -> list:
@@ -259,6 +291,11 @@ def failures(results: dict) -> list[str]:
         found += [f"{where} {kind}: {'; '.join(r[kind]['failures'])}" for kind in ("eager", "replay")
                   if not r[kind]["ok"]]
         found += [f"{where}: graph replay differs from eager"] if not r["replay_equals_eager"] else []
+    for r in results["last_wave_splits"]:
+        where = f"{r['variant']} b={r['b']} h_q={r['h_q']} (2 splits, last wave)"
+        found += [f"{where} graph replay: {'; '.join(r['replay']['failures'])}"] if not r["replay"]["ok"] else []
+        found += [f"{where}: graph replay differs from eager"] if not r["replay_equals_eager"] else []
+        found += [f"{where}: {r['unsplit_rows']} unsplit rows, not a mix"] if not r["exercised"] else []
     for r in results["ws_graph_replays"]:
         found += [f"{r['variant']} graph replay: {'; '.join(r['replay']['failures'])}"] if not r["replay"]["ok"] else []
         found += [f"{r['variant']}: graph replay differs from eager"] if not r["replay_equals_eager"] else []
@@ -287,6 +324,11 @@ def main() -> int:
     print("ws variants (forced, 3 splits), graph replay with fresh inputs:")
     for r in RESULTS["ws_graph_replays"]:
         print(f"  {r['variant']:<26} {_figures(r['replay'])}  ==eager {r['replay_equals_eager']}")
+    RESULTS["last_wave_splits"] = last_wave_splits()
+    print("2 splits at about 1.5 waves (the first wave's rows unsplit), graph replay with fresh inputs:")
+    for r in RESULTS["last_wave_splits"]:
+        print(f"  {r['variant']:<26} b={r['b']:<4} h_q={r['h_q']:<3} wave {r['wave']:<4} unsplit rows "
+              f"{r['unsplit_rows']:<4} {_figures(r['replay'])}  ==eager {r['replay_equals_eager']}")
     RESULTS["dispatched"] = dispatched_numerics_and_graphs()
     print("dispatched op (v32 h128 topk 2048; model1 h64 topk 512 + 128 extra), eager and graph replay:")
     for r in RESULTS["dispatched"]:
@@ -310,7 +352,8 @@ def main() -> int:
         json.dump(RESULTS, f, indent=1, default=str)
     passed = sum(1 for r in RESULTS["variants"] if r["ok"]) + sum(
         r["eager"]["ok"] + r["replay"]["ok"] for r in RESULTS["dispatched"]) + sum(
-        r["replay"]["ok"] for r in RESULTS["ws_graph_replays"])
+        r["replay"]["ok"] for r in RESULTS["ws_graph_replays"]) + sum(
+        r["replay"]["ok"] for r in RESULTS["last_wave_splits"])
     print(f"{RESULTS['target']}: {passed} numerics checks passed, {len(RESULTS['failures'])} failures")
     for line in RESULTS["failures"]:
         print(f"FAIL {line}")

@@ -126,7 +126,7 @@ def stages(inputs: dict, calls: int) -> dict:
         choice = dispatch.choose(kernels.catalog, kernels.target, call.kv_format, call.h_q, call.batch_rows)
         split = kernels.kernels[choice.variant]
         return plan_cache.build(call, make_plan(call, choice.variant, split.block_h, split.block_t,
-                                                choice.num_splits), kernels, split, q.device)
+                                                choice.num_splits, split.wave), kernels, split, q.device)
 
     host_only = timed({
         "signature_and_lookup": lambda: ops._plans[plan_cache.signature(

@@ -3,7 +3,8 @@ target (or of SPARSE_MLA_AOT_TARGET, e.g. the sm89 proxy), each with the combine
 
   A: b=2, s_q=1, h_q=16, topk 128 (+64 extra for model1), page size 61, 3 splits;
   B: b=1, s_q=2, h_q=64, topk 256 (+128 extra), page size 64, topk_length, 64 splits (clamped: empty splits);
-  C: b=2, s_q=1, h_q=64, topk 128 (+64 extra), page size 61, one split (the split kernel writes out and lse).
+  C: b=2, s_q=1, h_q=64, topk 128 (+64 extra), page size 61, one split (the split kernel writes out and lse);
+  D: as C at 2 splits and about 1.5 waves of the variant's programs: the first wave's rows unsplit, the rest split.
 
 Both with attn_sink, about 20% -1 indices, caches allocated to exactly their pages, the last page only half
 filled, and one index at the last filled token. Every output is also checked against the reference
@@ -38,7 +39,10 @@ SHAPES = {
     "A": dict(b=2, s_q=1, h_q=16, topk=128, extra_topk=64, page_size=61, num_splits=3),
     "B": dict(b=1, s_q=2, h_q=64, topk=256, extra_topk=128, page_size=64, num_splits=64, with_topk_length=True),
     "C": dict(b=2, s_q=1, h_q=64, topk=128, extra_topk=64, page_size=61, num_splits=1),
+    # b: about 1.5 waves of the variant's programs (LAST_WAVE), so the first wave's rows run unsplit and the rest split
+    "D": dict(b=None, s_q=1, h_q=64, topk=128, extra_topk=64, page_size=61, num_splits=2),
 }
+LAST_WAVE = "D"
 ERROR_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
 # racecheck's hazard report prints one record per pair of thread accesses (hundreds of thousands for the ws family):
 # without backtraces, this many of them are kept and counted per pair of instructions (hazard_pairs).
@@ -57,8 +61,9 @@ def _partial_last_page(indices: torch.Tensor, num_tokens: int, page_size: int) -
     return indices
 
 
-def shape_inputs(name: str, kv_format: str, device: str = "cuda") -> tuple[dict, int]:
-    shape = dict(SHAPES[name])
+def shape_inputs(name: str, kv_format: str, b: int | None = None, device: str = "cuda") -> tuple[dict, int]:
+    """A shape's inputs (b given for LAST_WAVE) and split count."""
+    shape = dict(SHAPES[name], **({"b": b} if b else {}))
     num_splits = shape.pop("num_splits")
     if kv_format == "v32":
         shape["extra_topk"] = 0
@@ -72,24 +77,36 @@ def shape_inputs(name: str, kv_format: str, device: str = "cuda") -> tuple[dict,
     return inputs, num_splits
 
 
+def last_wave_batch(wave: int, block_h: int) -> int:
+    """LAST_WAVE's b: about 1.5 waves of programs of one split per head block."""
+    return -(-3 * wave // (2 * -(-SHAPES[LAST_WAVE]["h_q"] // block_h)))
+
+
 def run_variants(names: list[str]) -> int:
     """The sanitized process: each variant at every shape; returns the number of numerics failures."""
     target = sparse_mla_aot.prepare()
     records = ops.catalog().shipped(target)
+    kernels = ops._kernels_for(torch.cuda.current_device())
+    kernels.load(names)
+    cases, references = {}, {}
     failures = 0
-    cases = {(n, f): shape_inputs(n, f) for n in SHAPES for f in ("v32", "model1")}
-    references = {key: reference_sparse_mla_decode(**inputs) for key, (inputs, _) in cases.items()}
     for name in names:
         v = records[name].variant
         for shape in SHAPES:
-            inputs, num_splits = cases[(shape, v.kv_format)]
+            key = (shape, v.kv_format,
+                   last_wave_batch(kernels.kernels[name].wave, v.block_h) if shape == LAST_WAVE else None)
+            if key not in cases:
+                cases[key] = shape_inputs(*key)
+                references[key] = reference_sparse_mla_decode(**cases[key][0])
+            inputs, num_splits = cases[key]
             with forcing(force_spec(v, num_splits)):
                 out, lse = sparse_mla_aot.sparse_mla_decode(**inputs)
             torch.cuda.synchronize()
-            ref_out, ref_lse = references[(shape, v.kv_format)]
+            ref_out, ref_lse = references[key]
             figures = check_close(out.float(), lse, ref_out.float(), ref_lse.float())
             failures += not figures["ok"]
-            print(f"launched {name} shape {shape}: {'ok' if figures['ok'] else figures['failures']}", flush=True)
+            print(f"launched {name} shape {shape} (b={inputs['q'].shape[0]}): "
+                  f"{'ok' if figures['ok'] else figures['failures']}", flush=True)
     return failures
 
 

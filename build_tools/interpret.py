@@ -12,7 +12,8 @@ import torch
 from build_tools.compile import load_jit_function
 from build_tools.render import AutotunedBlocks, RenderedKernel, render_combine, render_split
 from sparse_mla_aot.contract import D_V, Variant
-from sparse_mla_aot.plan import allocate_partials, as_is, combine_arguments, make_plan, split_arguments
+from sparse_mla_aot.plan import (allocate_partials, as_is, combine_arguments, combined_offsets, make_plan,
+                                 split_arguments)
 from sparse_mla_aot.validation import check_arguments
 
 
@@ -27,15 +28,16 @@ def _interpreted(rendered: RenderedKernel, directory: Path):
 
 
 def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, softmax_scale, *,
-                     block_sizes_as_constexprs: bool = False, wgmma: bool = False,
+                     block_sizes_as_constexprs: bool = False, wgmma: bool = False, wave: int = 0,
                      **options) -> tuple[torch.Tensor, torch.Tensor]:
     """sparse_mla_decode on CPU tensors through the interpreter, float32 dot operands; returns (out, lse).
     block_sizes_as_constexprs: run the JIT peer's rendering (AutotunedBlocks) with the variant's block sizes.
-    wgmma: the variant as rendered for a warpgroup-MMA target (sm90)."""
+    wgmma: the variant as rendered for a warpgroup-MMA target (sm90). wave: make_plan's, as if a GPU ran that
+    many programs at once (0: every row split)."""
     call = check_arguments(q, k_cache, indices, softmax_scale, **options)
     if call.kv_format != variant.kv_format:
         raise ValueError(f"variant {variant.name} is for {variant.kv_format}; inputs are {call.kv_format}")
-    plan = make_plan(call, variant.name, variant.block_h, variant.block_t, num_splits)
+    plan = make_plan(call, variant.name, variant.block_h, variant.block_t, num_splits, wave)
     partial_out, partial_lse = allocate_partials(plan, q.device)
     partial_out.fill_(float("nan"))
     partial_lse.fill_(float("nan"))
@@ -52,6 +54,8 @@ def interpret_decode(variant: Variant, num_splits: int, q, k_cache, indices, sof
         split[plan.split_grid](*split_arguments(call, plan, partial_out, partial_lse, out, lse, pointer=as_is),
                                **constexprs)
         if plan.combine_grid is not None:
-            combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse, out, lse,
+            out_offset, lse_offset = combined_offsets(call, plan)
+            combine[plan.combine_grid](*combine_arguments(call, plan, partial_out, partial_lse,
+                                                           out.view(-1)[out_offset:], lse.view(-1)[lse_offset:],
                                                            pointer=as_is))
     return out, lse

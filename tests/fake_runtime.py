@@ -18,6 +18,7 @@ from sparse_mla_aot.launch import CONTEXT, KERNEL_SPEC, MAX_POINTERS, DeviceKern
 from tests.test_dispatch import VARIANTS, write_kernel_dir
 
 STREAM = 0x5000
+FAKE_WAVE = 7  # programs the fake device runs at once: larger grids split only the rows past its last whole wave
 TABLE_SPLITS = (64, 4, 1)  # per table row; 64 exceeds small token counts, exercising the clamp
 
 
@@ -53,6 +54,9 @@ class FakeLauncher:
     def load_function(self, context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int:
         self.loaded.append(name)
         return 0x2000 + len(self.loaded)
+
+    def wave(self, context: int, function: int, block_x: int, dynamic_shared_bytes: int) -> int:
+        return FAKE_WAVE
 
     def launch(self, spec: bytes, stream: int, *pointers: int) -> None:
         assert len(spec) == self.SPEC_BYTES

@@ -15,7 +15,8 @@ from sparse_mla_aot import paths
 from sparse_mla_aot.catalog import Catalog, DispatchTable, TableRow, parse_table
 from sparse_mla_aot.contract import COMBINE_ARG_NAMES, COMBINE_NAME, MAX_SPLITS, SPLIT_ARG_NAMES, Variant
 from sparse_mla_aot.dispatch import choose, explain, forced_choice, forcing, parse_force
-from sparse_mla_aot.plan import LOG2_E, combine_arguments, make_plan, split_arguments, workspace_elements
+from sparse_mla_aot.plan import (LOG2_E, combine_arguments, combined_offsets, make_plan, split_arguments,
+                                 workspace_elements)
 from sparse_mla_aot.reference import make_inputs
 from sparse_mla_aot.validation import check_arguments
 from tests.fakes import fake_record
@@ -316,7 +317,8 @@ def test_the_combine_launch_follows_the_table_row_or_the_forced_spec(catalog):
 
 def test_explain_names_variant_splits_and_row(catalog):
     text = explain(5, 16, "v32", target="sm90", catalog=catalog)
-    assert text == ("v32_fused_bh16_bt32_w4_s2, num_splits=8 (clamped at run time to the tile count): batch_rows 5: "
+    assert text == ("v32_fused_bh16_bt32_w4_s2, num_splits=8 (clamped at run time to the tile count; rows that fill "
+                    "whole waves of the GPU run unsplit): batch_rows 5: "
                     "table sm90/v32_h16 (heuristic) row 1: batch_rows <= 8; 19,206 B shared, 128 registers")
     assert "batch_rows 5" in text
     assert "table sm90/v32_h16 (heuristic) row 1" in text and "<= 8" in text
@@ -413,6 +415,28 @@ def test_plan_grid(h_q, block_h):
     assert (plan.variant, plan.block_h, plan.block_t, plan.num_splits) == ("v", block_h, 16, 4)
 
 
+@pytest.mark.parametrize("wave, unsplit_rows, splits", [
+    (0, 0, 4),    # unknown wave: every row split
+    (13, 0, 4),   # 12 programs of one split fit one wave: every row split
+    (12, 6, 1),   # 12 programs fill one wave exactly: nothing split, no combine
+    (4, 6, 1),    # three whole waves
+    (5, 5, 4),    # rows 0-4 fill two waves, row 5 is split
+    (7, 3, 4),    # one wave of 7 programs ends inside row 3: rows 0-2 unsplit
+])
+def test_plan_splits_only_the_rows_past_the_last_whole_wave(wave, unsplit_rows, splits):
+    """6 rows x 2 head blocks at 4 splits on a GPU that runs `wave` programs at once."""
+    call = decode_call(h_q=32)
+    plan = make_plan(call, "v", 16, 16, 4, wave)
+    split_rows = 6 - unsplit_rows
+    assert (plan.num_splits, plan.unsplit_rows) == (splits, unsplit_rows)
+    assert plan.split_grid == ((unsplit_rows + split_rows * splits) * 2, 1, 1)
+    assert plan.combine_grid == (None if splits == 1 else (split_rows, 32, 1))
+    assert plan.partial_shape == (split_rows, 32, splits)
+    assert combined_offsets(call, plan) == (unsplit_rows * 32 * 512, unsplit_rows * 32)
+    args = _named(split_arguments(call, plan, "po", "pl", "out", "lse", pointer=lambda t: t), SPLIT_ARG_NAMES)
+    assert (args["num_splits"], args["unsplit_rows"]) == (splits, unsplit_rows)
+
+
 @pytest.mark.parametrize("topk, extra_topk, block_t, requested, expected", [
     (128, 0, 16, 16, 8),      # clamped to 128/16 tiles
     (128, 0, 32, 16, 4),
@@ -428,7 +452,7 @@ def test_plan_split_clamp(topk, extra_topk, block_t, requested, expected):
     call = decode_call(b=1, s_q=1, topk=topk, kv_format="model1", extra_topk=extra_topk)
     plan = make_plan(call, "v", 16, block_t, requested)
     assert plan.num_splits == expected
-    assert plan.split_grid == (expected, 1, 1) and plan.partial_shape == (1, 16, expected)
+    assert plan.split_grid == (expected, 1, 1) and plan.partial_shape == (int(expected > 1), 16, expected)
     # one split writes out and lse itself: no combine kernel, no workspace
     assert (plan.combine_grid is None) == (expected == 1)
     assert (workspace_elements(plan) == (0, 0)) == (expected == 1)
@@ -457,7 +481,7 @@ def test_split_arguments_without_options():
     assert a["partial_out_ptr"] is po and a["partial_lse_ptr"] is pl
     assert a["out_ptr"] is out and a["lse_ptr"] is lse
     assert a["sm_scale_log2"] == pytest.approx(call.softmax_scale * LOG2_E)
-    assert (a["s_q"], a["h_q"], a["topk"], a["extra_topk"], a["num_splits"]) == (3, 16, 128, 0, 4)
+    assert (a["s_q"], a["h_q"], a["topk"], a["extra_topk"], a["num_splits"], a["unsplit_rows"]) == (3, 16, 128, 0, 4, 0)
     assert (a["has_topk_length"], a["has_extra_topk_length"], a["has_attn_sink"]) == (0, 0, 0)
     assert (a["page_size"], a["block_stride"]) == (64, 64 * 656)
     assert (a["extra_page_size"], a["extra_block_stride"]) == (1, 0)

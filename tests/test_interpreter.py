@@ -71,6 +71,18 @@ def test_split_counts_agree_including_empty_splits(num_splits, tiles_in_flight):
 
 
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
+def test_rows_past_the_last_whole_wave_split_and_the_others_write_their_results(kv_format):
+    """6 rows x 2 head blocks as on a GPU of 5 programs at once: rows 0-4 run unsplit and write out and lse
+    themselves, row 5 (the second query of a sequence whose first is unsplit) runs 3 splits and the combine; with
+    per-sequence lengths and a sink."""
+    inputs = make_inputs(b=3, s_q=2, h_q=32, topk=128, kv_format=kv_format, seed=SEEDS[kv_format], with_sink=True,
+                         with_topk_length=True, **({"extra_topk": 64} if kv_format == "model1" else {}))
+    out, lse = interpret_decode(Variant(kv_format, "fused", 16, 32, 4, 1), 3, wave=5, **inputs)
+    figures = check_close(out.float(), lse, *reference_sparse_mla_decode(**inputs))
+    assert figures["ok"], figures["failures"]
+
+
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
 def test_jit_peer_rendering_with_block_size_constexprs_matches_reference(kv_format):
     """bench/peers.py autotunes this rendering on a GPU; here its logic runs with one config's block sizes."""
     inputs = _inputs(kv_format, CASES["extra_set"] if kv_format == "model1" else CASES["sink_and_inf_sink"])

@@ -82,9 +82,9 @@ def test_argument_layout_of_the_split_signature():
     layout, size = argument_layout((*SPLIT_PARAMS, *SCRATCH_PARAMS))
     offsets = {p.name: offset for p, (_, offset) in zip((*SPLIT_PARAMS, *SCRATCH_PARAMS), layout)}
     assert [offsets[p.name] for p in SPLIT_PARAMS[:12]] == [8 * i for i in range(12)]
-    assert (offsets["sm_scale_log2"], offsets["s_q"], offsets["page_size"]) == (96, 100, 132)
-    assert (offsets["block_stride"], offsets["extra_page_size"], offsets["extra_block_stride"]) == (136, 144, 152)
-    assert (offsets["global_scratch"], offsets["profile_scratch"], size) == (160, 168, 176)
+    assert (offsets["sm_scale_log2"], offsets["s_q"], offsets["page_size"]) == (96, 100, 136)
+    assert (offsets["block_stride"], offsets["extra_page_size"], offsets["extra_block_stride"]) == (144, 152, 160)
+    assert (offsets["global_scratch"], offsets["profile_scratch"], size) == (168, 176, 184)
 
 
 def test_argument_layout_refuses_a_type_it_cannot_pack():
@@ -330,7 +330,7 @@ def test_load_tables_refuses_a_file_that_is_not_a_table_name(root, launcher):
 
 POINTERS = tuple(0x7000_0000 + 0x1_0000 * i for i in range(8))
 SCALARS = {"sm_scale_log2": 0.25, "s_q": 3, "h_q": 16, "topk": 128, "extra_topk": 64, "num_splits": 4,
-           "has_topk_length": 1, "has_extra_topk_length": 0, "has_attn_sink": 1, "page_size": 64,
+           "unsplit_rows": 2, "has_topk_length": 1, "has_extra_topk_length": 0, "has_attn_sink": 1, "page_size": 64,
            "block_stride": 64 * 656, "extra_page_size": 1, "extra_block_stride": 2 ** 40}
 
 

@@ -80,7 +80,7 @@ def test_init_symbol_matches_module_name(built_so):
 def test_import_without_gpu(launcher):
     assert launcher.__name__ == "sparse_mla_aot._launcher"
     assert [n for n in dir(launcher) if not n.startswith("_")] == ["SPEC_BYTES", "launch", "load_function",
-                                                                    "primary_context"]
+                                                                    "primary_context", "wave"]
     assert launcher.SPEC_BYTES == SPEC_BYTES  # launch.py packs what the C code reads
 
 

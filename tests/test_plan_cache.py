@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sparse_mla_aot import dispatch, ops, paths, plan_cache
 from sparse_mla_aot.contract import COMBINE_ARG_NAMES, COMBINE_NAME, SPLIT_ARG_NAMES
-from sparse_mla_aot.plan import combine_arguments, make_plan, split_arguments, workspace_elements
+from sparse_mla_aot.plan import combine_arguments, combined_offsets, make_plan, split_arguments, workspace_elements
 from sparse_mla_aot.reference import make_inputs
 from sparse_mla_aot.validation import check_arguments, check_devices
 from tests.fake_runtime import (STREAM, FakeCachingAllocator, FakeLauncher, decode_spec, use_cpu_runtime,
@@ -70,7 +70,7 @@ def expected_launch(args: dict, pointers: tuple, kernels) -> dict:
     call = check_arguments(**args)
     choice = dispatch.choose(kernels.catalog, "sm90", call.kv_format, call.h_q, call.batch_rows)
     split = kernels.kernels[choice.variant]
-    plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
+    plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits, split.wave)
     workspace = pointers[plan_cache.WORKSPACE]
     partial_lse = workspace + 4 * workspace_elements(plan)[1]
     out, lse = pointers[plan_cache.OUT], pointers[plan_cache.LSE]
@@ -84,7 +84,9 @@ def expected_launch(args: dict, pointers: tuple, kernels) -> dict:
     scratch = {"global_scratch": 0, "profile_scratch": 0}
     combine = None
     if plan.combine_grid is not None:
-        combine_args = dict(zip(COMBINE_ARG_NAMES, combine_arguments(call, plan, workspace, partial_lse, out, lse,
+        out_offset, lse_offset = combined_offsets(call, plan)  # the combine kernel writes the split rows only
+        combine_args = dict(zip(COMBINE_ARG_NAMES, combine_arguments(call, plan, workspace, partial_lse,
+                                                                     out + 2 * out_offset, lse + 4 * lse_offset,
                                                                      pointer=address)))
         combine = {"kernel": COMBINE_NAME, "grid": plan.combine_grid,
                    "block_x": kernels.kernels[COMBINE_NAME].block_x,

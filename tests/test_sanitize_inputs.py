@@ -15,7 +15,8 @@ from sanitize import SHAPES, shape_inputs  # noqa: E402
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_indices_stay_in_the_filled_part_and_reach_its_last_token(shape, kv_format):
-    inputs, num_splits = shape_inputs(shape, kv_format, device="cpu")
+    b = sanitize.last_wave_batch(132, 16) if shape == sanitize.LAST_WAVE else None
+    inputs, num_splits = shape_inputs(shape, kv_format, b=b, device="cpu")
     page_size = SHAPES[shape]["page_size"]
     caches = [("k_cache", "indices")] + ([("extra_k_cache", "extra_indices")] if kv_format == "model1" else [])
     for cache, indices in caches:
@@ -25,6 +26,14 @@ def test_indices_stay_in_the_filled_part_and_reach_its_last_token(shape, kv_form
         assert bool((ids < 0).any()) and bool(((ids == -1) | ((ids >= 0) & (ids < filled))).all())
     assert num_splits == SHAPES[shape]["num_splits"]
     assert (inputs["extra_indices"] is None) == (kv_format == "v32")
+
+
+@pytest.mark.parametrize("wave, block_h, b", [(132, 64, 198), (132, 16, 50), (264, 32, 198), (7, 16, 3)])
+def test_the_last_wave_shape_runs_a_wave_and_a_half_of_programs(wave, block_h, b):
+    """Its b, with h_q 64 in head blocks of block_h, gives about 1.5 waves of one-split programs: more than one
+    wave, so make_plan leaves the first wave's rows unsplit and splits the rest."""
+    assert sanitize.last_wave_batch(wave, block_h) == b
+    assert wave < b * (64 // block_h) <= 3 * wave // 2 + 64 // block_h
 
 
 def test_a_sanitizer_process_has_no_time_limit_without_a_deadline_and_is_not_started_past_one(monkeypatch):

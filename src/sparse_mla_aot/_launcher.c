@@ -25,6 +25,7 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 #define CUDA_SUCCESS 0
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_LAUNCH_PARAM_END ((void *)0x00)
 #define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
@@ -54,6 +55,8 @@ typedef struct { uint64_t context; kernel_spec kernels[2]; } launch_spec;
     X(cuCtxGetCurrent, (CUcontext *)) X(cuCtxSetCurrent, (CUcontext)) X(cuModuleLoadData, (CUmodule *, const void *)) \
     X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *)) X(cuFuncSetAttribute, (CUfunction, int, int))    \
     X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))                                   \
+    X(cuCtxGetDevice, (CUdevice *)) X(cuDeviceGetAttribute, (int *, int, CUdevice))                                \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int *, CUfunction, int, size_t))                             \
     X(cuGetErrorName, (CUresult, const char **))
 #define DECLARE(fn, params) static CUresult(*p_##fn) params;
 DRIVER_ENTRY_POINTS(DECLARE)
@@ -215,6 +218,33 @@ static PyObject *py_load_function(PyObject *Py_UNUSED(self), PyObject *const *ar
     return PyLong_FromVoidPtr((void *)fn);
 }
 
+/* wave(context: int, function: int, block_x: int, dynamic_shared_bytes: int) -> int: how many programs of the
+ * function the context's device runs at once (its multiprocessors times the programs one of them holds). */
+static PyObject *py_wave(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    uint64_t ctx, fn, block_x, smem;
+    int per_sm = 0, sms = 0;
+    CUdevice dev;
+    CUcontext previous;
+    CUresult r;
+    if (check_nargs("wave", nargs, 4, 4) < 0 || get_u64(args[0], 1, UINT64_MAX, &ctx, "wave", "context") < 0
+        || get_u64(args[1], 1, UINT64_MAX, &fn, "wave", "function") < 0
+        || get_u64(args[2], 1, 1024, &block_x, "wave", "block_x") < 0
+        || get_u64(args[3], 0, INT32_MAX, &smem, "wave", "dynamic_shared_bytes") < 0 || ensure_driver() < 0
+        || enter_context((CUcontext)(uintptr_t)ctx, &previous) < 0)
+        return NULL;
+    if ((r = p_cuCtxGetDevice(&dev)) != CUDA_SUCCESS)
+        raise_cu("cuCtxGetDevice", r);
+    else if ((r = p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)) != CUDA_SUCCESS)
+        raise_cu("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", r);
+    else if ((r = p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (CUfunction)(uintptr_t)fn, (int)block_x,
+                                                                 (size_t)smem)) != CUDA_SUCCESS)
+        raise_cu("cuOccupancyMaxActiveBlocksPerMultiprocessor", r);
+    if (leave_context(previous) < 0 || r != CUDA_SUCCESS)
+        return NULL;
+    return PyLong_FromLong((long)per_sm * sms);
+}
+
 /* One kernel of a spec is usable: every field in range, every pointer slot inside the buffer. */
 static int check_kernel(const kernel_spec *k, Py_ssize_t sources, int which)
 {
@@ -294,6 +324,8 @@ static PyMethodDef launcher_methods[] = {
      "primary_context(device: int) -> int: the device's primary CUDA context (retained)."},
     {"load_function", FASTCALL(py_load_function), METH_FASTCALL,
      "load_function(context: int, image: bytes, name: str, dynamic_shared_bytes: int) -> int: a CUfunction."},
+    {"wave", FASTCALL(py_wave), METH_FASTCALL,
+     "wave(context: int, function: int, block_x: int, dynamic_shared_bytes: int) -> int: programs run at once."},
     {"launch", FASTCALL(py_launch), METH_FASTCALL,
      "launch(spec: bytes, stream: int, *pointers: int) -> None: the spec's kernels on the stream."},
     {NULL, NULL, 0, NULL}};

@@ -189,6 +189,7 @@ SPLIT_PARAMS = (
     Param("topk", "i32", 16),
     Param("extra_topk", "i32", 16),
     Param("num_splits", "i32"),
+    Param("unsplit_rows", "i32"),  # rows before it run one split (docs/design.md#splitting-only-the-last-wave)
     Param("has_topk_length", "i32"),
     Param("has_extra_topk_length", "i32"),
     Param("has_attn_sink", "i32"),

@@ -148,6 +148,7 @@ def explain(batch_rows: int, h_q: int, kv_format: str, *, target: str, catalog: 
     catalog = catalog or Catalog()
     choice = choose(catalog, target, kv_format, h_q, batch_rows)
     resources = catalog.records(target)[choice.variant].resources  # every shipped record has them
-    return (f"{choice.variant}, num_splits={choice.num_splits} (clamped at run time to the tile count): "
+    return (f"{choice.variant}, num_splits={choice.num_splits} (clamped at run time to the tile count; rows that fill "
+            f"whole waves of the GPU run unsplit): "
             f"batch_rows {batch_rows}: {choice.why}; {resources.total_shared_bytes:,} B shared, "
             f"{resources.registers} registers")

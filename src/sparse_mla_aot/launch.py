@@ -46,6 +46,8 @@ class LoadedKernel:
     grid_dependency: bool
     layout: tuple[tuple[str, int], ...]  # per parameter: struct format, byte offset in the argument buffer
     arg_bytes: int
+    # How many programs of it the device runs at once (SMs x programs per SM, the driver's occupancy); 0: unknown.
+    wave: int = 0
 
 
 def argument_layout(params: tuple[Param, ...]) -> tuple[tuple[tuple[str, int], ...], int]:
@@ -130,11 +132,13 @@ class DeviceKernels:
                 shared_bytes = record.resources.dynamic_shared_bytes
                 function = self.launcher.load_function(self.context, image, record.kernel_name, shared_bytes)
                 variant = record.variant
+                block_x = 32 * record.num_warps
                 self.kernels[name] = LoadedKernel(name, variant.block_h if variant else 0,
                                                   variant.block_t if variant else 0, function,
-                                                  32 * record.num_warps, shared_bytes,
+                                                  block_x, shared_bytes,
                                                   record.grid_dependency,
-                                                  *argument_layout(record.params))
+                                                  *argument_layout(record.params),
+                                                  self.launcher.wave(self.context, function, block_x, shared_bytes))
 
     def load_tables(self) -> None:
         """Every variant the target's tables name, plus the combine kernel."""

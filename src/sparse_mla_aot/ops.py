@@ -137,7 +137,7 @@ def _plan_call(q, k_cache, indices, softmax_scale, **options) -> plan_cache.Cach
                                f"CUDA-graph capture; make one eager call with the same setting before capturing")
         kernels.load([choice.variant])
         split = kernels.kernels[choice.variant]
-    plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits)
+    plan = make_plan(call, choice.variant, split.block_h, split.block_t, choice.num_splits, split.wave)
     return plan_cache.build(call, plan, kernels, split, device, choice.programmatic_combine)
 
 

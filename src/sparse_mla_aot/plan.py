@@ -19,24 +19,43 @@ class LaunchPlan:
     variant: str
     block_h: int
     block_t: int
-    num_splits: int
+    num_splits: int  # of the split rows; 1: no row is split
+    unsplit_rows: int  # the rows before it run one program per head block and write out and lse themselves
     split_grid: tuple[int, int, int]
     combine_grid: tuple[int, int, int] | None  # None: one split writes out and lse itself
-    partial_shape: tuple[int, int, int]  # (batch_rows, h_q, num_splits)
+    partial_shape: tuple[int, int, int]  # (split rows, h_q, num_splits)
 
 
-def make_plan(call: DecodeCall, variant: str, block_h: int, block_t: int, num_splits: int) -> LaunchPlan:
+def make_plan(call: DecodeCall, variant: str, block_h: int, block_t: int, num_splits: int,
+              wave: int = 0) -> LaunchPlan:
     """More splits than tiles would only add empty splits: clamp to the tile count and to MAX_SPLITS. The split
-    grid is one axis of rows x splits x head blocks (head block fastest, as the kernel decodes it)."""
+    grid is one axis: the unsplit rows' programs, then the split rows' (rows x splits x head blocks, head block
+    fastest, as the kernel decodes it). wave: how many programs of the variant the GPU runs at once (its SMs times
+    the programs one SM holds), 0 if unknown. With more programs of one split per head block than a wave, the rows
+    that fill whole waves are not split, only the rest (docs/design.md#splitting-only-the-last-wave)."""
     tiles = (call.topk + call.extra_topk) // block_t
     splits = max(1, min(num_splits, tiles, MAX_SPLITS))
     rows = call.batch_rows
+    head_blocks = math.ceil(call.h_q / block_h)
+    unsplit_rows = 0
+    if splits > 1 and wave > 0:
+        unsplit_rows = (rows * head_blocks) // wave * wave // head_blocks
+        if unsplit_rows == rows:
+            splits = 1
+    if splits == 1:
+        unsplit_rows = rows
+    split_rows = rows - unsplit_rows
     return LaunchPlan(
-        variant=variant, block_h=block_h, block_t=block_t, num_splits=splits,
-        split_grid=(rows * splits * math.ceil(call.h_q / block_h), 1, 1),
-        combine_grid=None if splits == 1 else (rows, call.h_q, 1),
-        partial_shape=(rows, call.h_q, splits),
+        variant=variant, block_h=block_h, block_t=block_t, num_splits=splits, unsplit_rows=unsplit_rows,
+        split_grid=((unsplit_rows + split_rows * splits) * head_blocks, 1, 1),
+        combine_grid=None if splits == 1 else (split_rows, call.h_q, 1),
+        partial_shape=(split_rows, call.h_q, splits),
     )
+
+
+def combined_offsets(call: DecodeCall, plan: LaunchPlan) -> tuple[int, int]:
+    """Where the combine kernel's rows start in out and in lse, in elements: it writes the split rows only."""
+    return plan.unsplit_rows * call.h_q * D_V, plan.unsplit_rows * call.h_q
 
 
 def workspace_elements(plan: LaunchPlan) -> tuple[int, int]:
@@ -80,7 +99,7 @@ def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tenso
         pointer(call.extra_indices) if has_extra else q,
         q if call.extra_topk_length is None else pointer(call.extra_topk_length),
         *_result_arguments(call, partial_out, partial_lse, out, lse, pointer, stand_in=q),
-        call.softmax_scale * LOG2_E, call.s_q, call.h_q, call.topk, call.extra_topk, plan.num_splits,
+        call.softmax_scale * LOG2_E, call.s_q, call.h_q, call.topk, call.extra_topk, plan.num_splits, plan.unsplit_rows,
         int(call.topk_length is not None), int(call.extra_topk_length is not None), int(call.attn_sink is not None),
         call.page_size, call.block_stride, call.extra_page_size, call.extra_block_stride,
     )
@@ -88,6 +107,6 @@ def split_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tenso
 
 def combine_arguments(call: DecodeCall, plan: LaunchPlan, partial_out: torch.Tensor, partial_lse: torch.Tensor,
                       out: torch.Tensor, lse: torch.Tensor, pointer: Callable = torch.Tensor.data_ptr) -> tuple:
-    """Arguments in contract.COMBINE_ARG_NAMES order."""
+    """Arguments in contract.COMBINE_ARG_NAMES order; out and lse where the split rows start (combined_offsets)."""
     results = _result_arguments(call, partial_out, partial_lse, out, lse, pointer, stand_in=pointer(partial_lse))
     return (*results, call.h_q, plan.num_splits, int(call.attn_sink is not None))

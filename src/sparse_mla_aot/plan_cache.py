@@ -12,7 +12,8 @@ from typing import Callable
 import torch
 
 from sparse_mla_aot.launch import DeviceKernels, LoadedKernel, Pointer
-from sparse_mla_aot.plan import LaunchPlan, as_is, combine_arguments, split_arguments, workspace_elements
+from sparse_mla_aot.plan import (LaunchPlan, as_is, combine_arguments, combined_offsets, split_arguments,
+                                 workspace_elements)
 from sparse_mla_aot.contract import D_V
 from sparse_mla_aot.validation import ALIGNMENT, DecodeCall
 
@@ -21,7 +22,7 @@ TENSOR_SOURCES = ("q", "k_cache", "indices", "topk_length", "extra_k_cache", "ex
                   "attn_sink")
 WORKSPACE, OUT, LSE = range(len(TENSOR_SOURCES), len(TENSOR_SOURCES) + 3)
 MAX_PLANS = 4096  # distinct signatures kept; beyond, the cache starts over (a serving engine sees a few dozen)
-FP32_BYTES = 4
+FP32_BYTES, BF16_BYTES = 4, 2
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,10 @@ def build(call: DecodeCall, plan: LaunchPlan, kernels: DeviceKernels, split: Loa
                                    pointer=as_is)
     combine = None
     if plan.combine_grid is not None:
-        combine = plan.combine_grid, combine_arguments(symbolic, plan, partial_out, partial_lse, Pointer(OUT),
-                                                       Pointer(LSE), pointer=as_is)
+        out_offset, lse_offset = combined_offsets(call, plan)
+        combine = plan.combine_grid, combine_arguments(symbolic, plan, partial_out, partial_lse,
+                                                       Pointer(OUT, out_offset * BF16_BYTES),
+                                                       Pointer(LSE, lse_offset * FP32_BYTES), pointer=as_is)
     spec = kernels.launch_spec(split, plan.split_grid, split_values, combine, programmatic_combine)
     return CachedPlan(spec, kernels.launcher.launch, device.index, total * FP32_BYTES,
                       (call.batch, call.s_q, call.h_q, D_V), (call.batch, call.s_q, call.h_q))

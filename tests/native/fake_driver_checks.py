@@ -169,6 +169,25 @@ def errors_restore_the_callers_context(launcher, fake) -> None:
     _raises(lambda: launcher.primary_context(7), "getting the device's primary context failed: CUDA_ERROR_OTHER")
 
 
+def wave_counts_the_contexts_device(launcher, fake) -> None:
+    """wave() is the multiprocessors of the context's device times the programs one holds, and leaves the
+    caller's context current."""
+    context0, context1 = launcher.primary_context(0), launcher.primary_context(1)
+    function = launcher.load_function(context0, b"\x7fELF fake cubin", "split_kernel", 60_000)
+    fake.fake_set_current(DEVICE1)
+    assert launcher.wave(context0, function, 384, 60_000) == 132 * 3  # 3 x 60,000 B fit 232,448
+    assert launcher.wave(context1, function, 384, 0) == 66 * 5  # 5 x 384 threads fit 2,048
+    assert fake.fake_current() == DEVICE1
+    for args, message in (((context0, function, 0, 0), r"wave(): block_x must be in [1, 1024]"),
+                          ((0, function, 128, 0), r"wave(): context must be in")):
+        try:
+            launcher.wave(*args)
+        except OverflowError as error:
+            assert str(error).startswith(message), (str(error), message)
+        else:
+            raise AssertionError(f"no error; expected {message!r}")
+
+
 def _raises(fn, message: str) -> None:
     try:
         fn()
@@ -180,7 +199,7 @@ def _raises(fn, message: str) -> None:
 
 CHECKS = {f.__name__: f for f in (argument_buffers, one_split_launches_the_split_kernel_alone,
                                    an_ordinary_combine_launch_has_no_attribute, context_switches,
-                                   errors_restore_the_callers_context)}
+                                   errors_restore_the_callers_context, wave_counts_the_contexts_device)}
 
 if __name__ == "__main__":
     launcher_so, fake_so, check = sys.argv[1:]

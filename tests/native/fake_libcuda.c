@@ -48,6 +48,27 @@ CUresult cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name)
     return 0;
 }
 CUresult cuFuncSetAttribute(uintptr_t fn, int attr, int value) { (void)fn; (void)attr; return value > 232448; }
+CUresult cuCtxGetDevice(int *dev)
+{
+    if (current == 0) return CUDA_ERROR_INVALID_VALUE;
+    *dev = (int)(current - 0x1000);
+    return 0;
+}
+/* Device d has 132 >> d multiprocessors (attribute 16); anything else is an error. */
+CUresult cuDeviceGetAttribute(int *value, int attr, int dev)
+{
+    if (attr != 16 || dev < 0 || dev >= DEVICES) return CUDA_ERROR_INVALID_VALUE;
+    *value = 132 >> dev;
+    return 0;
+}
+/* As many programs per multiprocessor as fit its 232,448 shared bytes (at most 2048 threads' worth). */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, uintptr_t fn, int block_size, size_t shared)
+{
+    int by_threads = 2048 / block_size, by_shared = shared ? (int)(232448 / shared) : by_threads;
+    (void)fn;
+    *blocks = by_threads < by_shared ? by_threads : by_shared;
+    return 0;
+}
 typedef struct { int id; char pad[4]; union { char bytes[64]; int value; } value; } attribute; /* cuda.h's */
 typedef struct {
     unsigned int grid[3], block[3], shared;
