@@ -529,7 +529,18 @@ def _check_plan_of(catalog: Catalog, call: DecodeCall, choice) -> None:
     assert plan.split_grid == (rows * plan.num_splits * math.ceil(call.h_q / v.block_h), 1, 1)
     assert math.ceil(call.h_q / v.block_h) * v.block_h >= call.h_q
     assert plan.combine_grid == (None if plan.num_splits == 1 else (rows, call.h_q, 1))
-    assert plan.partial_shape == (rows, call.h_q, plan.num_splits)
+    assert plan.partial_shape == (0 if plan.num_splits == 1 else rows, call.h_q, plan.num_splits)
+    # on a GPU of `wave` programs at once, the rows that fill whole waves run unsplit; the rest as above
+    head_blocks = math.ceil(call.h_q / v.block_h)
+    for wave in (1, 7, 132):
+        tail = make_plan(call, choice.variant, v.block_h, v.block_t, choice.num_splits, wave)
+        whole = rows * head_blocks // wave * wave
+        assert tail.unsplit_rows == (rows if plan.num_splits == 1 else whole // head_blocks)
+        assert tail.num_splits == (1 if tail.unsplit_rows == rows else plan.num_splits)
+        split_rows = rows - tail.unsplit_rows
+        assert tail.split_grid == ((tail.unsplit_rows + split_rows * tail.num_splits) * head_blocks, 1, 1)
+        assert tail.combine_grid == (None if tail.num_splits == 1 else (split_rows, call.h_q, 1))
+        assert tail.partial_shape == (split_rows if tail.num_splits > 1 else 0, call.h_q, tail.num_splits)
 
 
 def test_dispatch_always_picks_a_shipped_variant(full_catalog):
