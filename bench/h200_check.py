@@ -23,6 +23,7 @@ from sparse_mla_aot.dispatch import force_spec, forcing
 from sparse_mla_aot.plan import make_plan
 from sparse_mla_aot.reference import check_close, make_inputs, reference_sparse_mla_decode
 from sparse_mla_aot.validation import check_arguments
+from sanitize import last_wave_batch  # bench/, the script's folder
 
 SHAPES = {"v32": dict(h_q=128, topk=2048), "model1": dict(h_q=64, topk=512, extra_topk=128)}
 RESULTS: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -152,7 +153,7 @@ def last_wave_splits() -> list:
         kernels.load([variant.name])
         wave = kernels.kernels[variant.name].wave
         h_q = 32 if variant.block_h < 64 else SHAPES[variant.kv_format]["h_q"]
-        b = -(-3 * wave // (2 * -(-h_q // variant.block_h)))
+        b = last_wave_batch(wave, variant.block_h, h_q)
         call = check_arguments(**_inputs(variant.kv_format, b, 1, seed=700, h_q=h_q))
         plan = make_plan(call, variant.name, variant.block_h, variant.block_t, 2, wave)
         with forcing(force_spec(variant, 2)):

@@ -77,9 +77,9 @@ def shape_inputs(name: str, kv_format: str, b: int | None = None, device: str = 
     return inputs, num_splits
 
 
-def last_wave_batch(wave: int, block_h: int) -> int:
-    """LAST_WAVE's b: about 1.5 waves of programs of one split per head block."""
-    return -(-3 * wave // (2 * -(-SHAPES[LAST_WAVE]["h_q"] // block_h)))
+def last_wave_batch(wave: int, block_h: int, h_q: int = SHAPES[LAST_WAVE]["h_q"]) -> int:
+    """A batch (s_q 1) of about 1.5 waves of programs of one split per head block: LAST_WAVE's b by default."""
+    return -(-3 * wave // (2 * -(-h_q // block_h)))
 
 
 def run_variants(names: list[str]) -> int:
