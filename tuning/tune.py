@@ -179,6 +179,33 @@ def plot(rows: list[dict], best: dict[int, dict], shape: Shape, path: Path) -> N
     plt.close(fig)
 
 
+def method(replays: int) -> str:
+    """How a tune measures, for its table's provenance."""
+    return ("CUDA-graph replay of one call per rotating input set, CUDA events, median per-call time of the replays; "
+            "inputs: random q and indices over a 262,144-token cache; every point screened with "
+            f"{SCREEN_REPLAYS} replays (one if that one is beyond {PROBE_CUT}x the best so far), those within "
+            f"{SCREEN_MARGIN}x of the best (and, splitting, with a programmatic combine launch) measured with "
+            f"{replays}, in turns of {SCREEN_REPLAYS}")
+
+
+def tuned_table(target: str, shape: Shape, best: dict[int, dict], measured_on: dict, *, command: str, resumed: int,
+                variants_timed: int, rejected: dict, wall_s: int, replays: int) -> dict:
+    """The table a tune writes: the best point per batch size as rows, with how and where they were measured
+    (measured_on: gpu, driver, triton, torch, date)."""
+    return {
+        "target": target, "kv_format": shape.kv_format, "h_q": shape.h_q,
+        "provenance": {
+            "kind": "tuned", **measured_on, "command": command,
+            "resumed_from_rows": resumed,  # measurements already in the CSV from earlier invocations (same GPU)
+            "shape": {"topk": shape.topk, "extra_topk": shape.extra_topk},
+            "variants_timed": variants_timed, "rejected": rejected,
+            "wall_s": wall_s,  # measuring, this invocation
+            "method": method(replays),
+        },
+        "rows": table_rows(best),
+    }
+
+
 def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: str = "*", replays: int = 50,
          out_dir: Path, command: str, log) -> dict:
     device_target = sparse_mla_aot.prepare()
@@ -201,24 +228,12 @@ def tune(target: str, shape: Shape, *, batches=BATCHES, splits=SPLITS, pattern: 
                    programmatic_combine=ops.catalog().records(target)[COMBINE_NAME].grid_dependency)
     rows = [r for r in rows if r["variant"] in passing and int(r["batch_rows"]) in batches]
     best = best_per_batch(rows, batches)
-    table = {
-        "target": target, "kv_format": shape.kv_format, "h_q": shape.h_q,
-        "provenance": {
-            "kind": "tuned", "gpu": torch.cuda.get_device_name(), "driver": _driver(),
-            "triton": ops.catalog().manifest["triton_version"], "torch": torch.__version__,
-            "date": datetime.date.today().isoformat(), "command": command,
-            "resumed_from_rows": resumed,  # measurements already in the CSV from earlier invocations (same GPU)
-            "shape": {"topk": shape.topk, "extra_topk": shape.extra_topk},
-            "variants_timed": len(passing), "rejected": rejects,
-            "wall_s": round(time.monotonic() - started),  # measuring, this invocation
-            "method": "CUDA-graph replay of one call per rotating input set, CUDA events, median per-call time "
-                      f"of the replays; inputs: random q and indices over a 262,144-token cache; every point "
-                      f"screened with {SCREEN_REPLAYS} replays (one if that one is beyond {PROBE_CUT}x the best so "
-                      f"far), those within {SCREEN_MARGIN}x of the best (and, splitting, with a programmatic combine "
-                      f"launch) measured with {replays}, in turns of {SCREEN_REPLAYS}",
-        },
-        "rows": table_rows(best),
-    }
+    measured_on = {"gpu": torch.cuda.get_device_name(), "driver": _driver(),
+                   "triton": ops.catalog().manifest["triton_version"], "torch": torch.__version__,
+                   "date": datetime.date.today().isoformat()}
+    table = tuned_table(target, shape, best, measured_on, command=command, resumed=resumed,
+                        variants_timed=len(passing), rejected=rejects,
+                        wall_s=round(time.monotonic() - started), replays=replays)
     path = table_path(target, shape.kv_format, shape.h_q)
     write_if_different(path, json.dumps(table, indent=1) + "\n")
     plot(rows, best, shape, out_dir / f"{stem}.png")
