@@ -23,11 +23,10 @@ SETMAXNREG_MIN_ARCH = 90  # setmaxnreg (registers moved between warp-specialized
 # does not state ptxas_options gets it, so its binaries are Triton's.
 TRITON_PTXAS_OPTIONS = ("--regAllocOptLevel=2",)
 # The ws family (docs/design.md#the-ws-family-producer-warps-and-a-ring): its consumer warps, its ring's slots (a
-# power of two: Gluon shapes), tokens per warp in the rope's token groups (one 8-wide MMA tile), and the accumulator
-# registers a consumer thread may hold (the tile's operands and the softmax need the rest of ~200).
+# power of two: Gluon shapes), and the accumulator registers a consumer thread may hold (the tile's operands and the
+# softmax need the rest of ~200).
 WS_CONSUMER_WARPS = (4, 8)
 WS_RING_SLOTS = (2, 4)
-WS_MIN_GROUP_TOKENS = 8
 WS_MAX_ACCUMULATOR_REGISTERS = 64
 # The wg family (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90): wgmma's 64 rows are the heads, a consumer is
 # one warpgroup, a ring slot a bf16 tile of 64 tokens (two slots and q fill sm90's shared memory).
@@ -161,12 +160,10 @@ def is_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
 
 def _ws_buildable(variant: Variant) -> tuple[bool, str | None]:
     """The ws and pingpong families' rules (docs/design.md#the-ws-family-producer-warps-and-a-ring): consumer warps
-    split the latent's 8 chunks of 64 dims, and the rope's tokens in groups of at least one 8-wide MMA tile."""
+    split the latent's 8 chunks of 64 dims (the rope's tokens go in groups of at least one 8-wide MMA tile, shared
+    by several warps where a tile has fewer such groups than warps: ws_layouts.placement)."""
     if variant.num_warps not in WS_CONSUMER_WARPS:
         return False, f"num_warps={variant.num_warps} (consumer warps) must be one of {WS_CONSUMER_WARPS}"
-    if variant.block_t // variant.num_warps < WS_MIN_GROUP_TOKENS:
-        return False, (f"block_t={variant.block_t} over {variant.num_warps} consumer warps leaves fewer than "
-                       f"{WS_MIN_GROUP_TOKENS} tokens (one MMA tile) per warp for the rope")
     if variant.num_stages not in WS_RING_SLOTS:
         return False, f"num_stages={variant.num_stages} (ring slots) must be one of {WS_RING_SLOTS}"
     registers = accumulator_registers(variant)

@@ -9,8 +9,9 @@ swizzled in 16-byte units (unit ^= token % 8; `fp8_offset`, `rope_offset`): cp.a
 8 chunks (a chunk's scale is one number per token, so it can multiply the chunk's logits instead of its values).
 Two views read the fp8 rows: K as [chunk, dim, token] (each thread reads 4 consecutive dims of a token for QK^T)
 and V as [chunk, token, n], where n is a permutation of the chunk's 64 dims chosen so that the 8 dims one thread
-multiplies for PV are 8 consecutive bytes (one 8-byte load; `v_dim`). Two read the rope rows: by token groups of
-block_t / warps for QK^T, by dim groups of 64 / warps for PV. A view is a SharedLinearLayout: for each bit of the
+multiplies for PV are 8 consecutive bytes (one 8-byte load; `v_dim`). Two read the rope rows: by token groups for
+QK^T (`rope_groups` of them, each at least one 8-wide MMA tile; with more warps than groups, warp w takes group
+w % rope_groups), by dim groups of 64 / warps for PV. A view is a SharedLinearLayout: for each bit of the
 physical offset, the view coordinate stored there (the swizzle is an XOR, so the map is linear over bits).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ FP8_ROW = CHUNKS * CHUNK_DIMS  # bytes per token row of a slot's fp8 values
 ROPE_DIMS = 64
 SWIZZLE_UNIT = 16  # bytes: one cp.async, one ldmatrix row
 SWIZZLE_ROWS = 8  # unit index ^= token % 8
+MMA_N = 8  # tokens of one mma.sync tile's n: the least a rope token group holds
 
 
 def v_dim(n: int) -> int:
@@ -60,9 +62,11 @@ class WsPlacement:
     rope_in_v: bool  # model1: V is the whole latent, rope included
     chunk_base: tuple[int, ...]  # per chunk: its first latent dim (= its byte in a slot row)
     chunk_scale: tuple[int, ...]  # per chunk: which scale (ue8m0 byte / fp32 index); -1: the empty chunk
-    k_view: tuple[tuple[int, ...], ...]  # [chunk, dim, token] over a slot's fp8 rows
+    k_view: tuple[tuple[int, ...], ...]  # [group, dim, token] over a slot's fp8 rows (qk_groups; chunk g + groups j: dims 64j ..)
     v_view: tuple[tuple[int, ...], ...]  # [chunk, token, n] (dim v_dim(n))
-    k_rope_view: tuple[tuple[int, ...], ...]  # [group, dim, j]: token group * (block_t / warps) + j
+    qk_groups: int  # the QK^T dot's batch: one group per warp of the chunks sharing a scale (v32 at 4 warps), else 8
+    rope_groups: int  # token groups of the rope's QK^T: min(warps, block_t / MMA_N)
+    k_rope_view: tuple[tuple[int, ...], ...]  # [group, dim, j]: token group * (block_t / rope_groups) + j
     v_rope_view: tuple[tuple[int, ...], ...]  # [group, token, j]: dim group * (64 / warps) + j
     fp8_rows: tuple[tuple[int, ...], ...]  # [token, byte]: how the producer writes a slot's fp8 rows
     rope_rows: tuple[tuple[int, ...], ...]  # [token, dim]: ... its rope rows
@@ -89,7 +93,11 @@ def placement(variant: Variant) -> WsPlacement:
         chunk_base = tuple(layout.tile * (c % groups) + CHUNK_DIMS * (c // groups) for c in range(CHUNKS))
         chunk_scale = tuple(c % groups for c in range(CHUNKS))
     block_t, warps = variant.block_t, variant.num_warps
-    group_tokens, group_dims = block_t // warps, ROPE_DIMS // warps
+    # Warp w holds chunks w, w + warps, ...: where they share one scale their logits need not be apart, and one dot
+    # over their dims (a group) leaves one [heads, tokens] tile to scale and sum instead of 8 / warps of them.
+    qk_groups = warps if all(chunk_scale[c] == chunk_scale[c % warps] >= 0 for c in range(CHUNKS)) else CHUNKS
+    rope_groups = min(warps, block_t // MMA_N)
+    group_tokens, group_dims = block_t // rope_groups, ROPE_DIMS // warps
 
     def fp8_byte(offset: int) -> tuple[int, int]:
         """The (token, byte) that fp8_offset puts at `offset`."""
@@ -98,7 +106,8 @@ def placement(variant: Variant) -> WsPlacement:
 
     def k(offset: int) -> tuple[int, int, int]:
         token, byte = fp8_byte(offset)
-        return chunk_base.index(byte & -CHUNK_DIMS), byte % CHUNK_DIMS, token
+        chunk = chunk_base.index(byte & -CHUNK_DIMS)
+        return chunk % qk_groups, CHUNK_DIMS * (chunk // qk_groups) + byte % CHUNK_DIMS, token
 
     def v(offset: int) -> tuple[int, int, int]:
         token, byte = fp8_byte(offset)
@@ -121,7 +130,8 @@ def placement(variant: Variant) -> WsPlacement:
     return WsPlacement(
         kv_format=variant.kv_format, fp8_bytes=layout.nope_dims, rope_byte=layout.rope.byte,
         scale="fp32" if fp32_scale else "ue8m0", scale_byte=scaled[0].scale_byte if fp32_scale else 0,
-        rope_in_v=layout.rope.in_v, chunk_base=chunk_base, chunk_scale=chunk_scale,
+        rope_in_v=layout.rope.in_v, chunk_base=chunk_base, chunk_scale=chunk_scale, qk_groups=qk_groups,
+        rope_groups=rope_groups,
         k_view=_bases(fp8_bits, k), v_view=_bases(fp8_bits, v),
         k_rope_view=_bases(rope_bits, k_rope), v_rope_view=_bases(rope_bits, v_rope),
         fp8_rows=_bases(fp8_bits, fp8_byte), rope_rows=_bases(rope_bits, rope_dim))

@@ -3,18 +3,21 @@ can run: the slot rows are swizzled as the producer writes them, the K, V and ro
 bytes through that swizzle, the chunks cover every fp8 dim once with the right scale, and the template writes V's
 column n of chunk c to dim chunk_base[c] + v_dim(n)."""
 import pytest
+import torch
 
 from build_tools import render
 from build_tools.ws_layouts import (CHUNK_DIMS, CHUNKS, FP8_ROW, ROPE_DIMS, fp8_offset, placement, rope_offset, v_dim,
                                     view_offsets)
 from sparse_mla_aot.contract import LAYOUTS, Variant
 
-VARIANTS = [Variant(kv, "ws", 16, bt, w, 2) for kv in ("v32", "model1") for bt, w in ((32, 4), (64, 8))]
+# (16, 4) and (32, 8): fewer rope token groups than warps; v32 at 4 warps: QK^T groups of two chunks
+VARIANTS = [Variant(kv, "ws", 16, bt, w, 2) for kv in ("v32", "model1") for bt, w in ((16, 4), (32, 4), (32, 8), (64, 8))]
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
 def test_the_views_read_each_chunks_bytes_through_the_swizzle(variant):
     ws, bt, w = placement(variant), variant.block_t, variant.num_warps
+    groups, group_tokens = ws.qk_groups, bt // ws.rope_groups
     rows, k, v = view_offsets(ws.fp8_rows), view_offsets(ws.k_view), view_offsets(ws.v_view)
     rope_rows, k_rope, v_rope = view_offsets(ws.rope_rows), view_offsets(ws.k_rope_view), view_offsets(ws.v_rope_view)
     for t in range(bt):
@@ -22,11 +25,13 @@ def test_the_views_read_each_chunks_bytes_through_the_swizzle(variant):
         assert [rope_rows[t, d] for d in range(ROPE_DIMS)] == [rope_offset(t, d) for d in range(ROPE_DIMS)]
         for c in range(CHUNKS):
             base = ws.chunk_base[c]
-            assert [k[c, d, t] for d in range(CHUNK_DIMS)] == [fp8_offset(t, base + d) for d in range(CHUNK_DIMS)]
+            group, first = c % groups, CHUNK_DIMS * (c // groups)  # chunk c is dims first.. of its QK^T group
+            assert [k[group, first + d, t] for d in range(CHUNK_DIMS)] == [fp8_offset(t, base + d) for d in
+                                                                            range(CHUNK_DIMS)]
             assert [v[c, t, n] for n in range(CHUNK_DIMS)] == [fp8_offset(t, base + v_dim(n)) for n in
                                                                range(CHUNK_DIMS)]
         for d in range(ROPE_DIMS):
-            assert k_rope[t // (bt // w), d, t % (bt // w)] == rope_offset(t, d)
+            assert k_rope[t // group_tokens, d, t % group_tokens] == rope_offset(t, d)
             assert v_rope[d // (ROPE_DIMS // w), t, d % (ROPE_DIMS // w)] == rope_offset(t, d)
 
 
@@ -76,3 +81,28 @@ def test_the_template_writes_columns_where_the_views_read_them(kv_format):
     assert f"chunk_base = {ws.chunk_base_expression('chunk')}" in source
     assert f"K_VIEW = gl.constexpr(gl.SharedLinearLayout(offset_bases={[list(b) for b in ws.k_view]}))" in source
     assert f"V_VIEW = gl.constexpr(gl.SharedLinearLayout(offset_bases={[list(b) for b in ws.v_view]}))" in source
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
+def test_qk_groups_hold_one_warps_chunks_that_share_a_scale_and_rope_groups_one_mma_tile(variant):
+    ws, w = placement(variant), variant.num_warps
+    assert ws.qk_groups == (4 if (variant.kv_format, w) == ("v32", 4) else CHUNKS)
+    for c in range(CHUNKS):  # chunk c is on warp c % w, in group c % qk_groups: the same warp, the same scale
+        assert (c % ws.qk_groups) % w == c % w and ws.chunk_scale[c] == ws.chunk_scale[c % ws.qk_groups]
+    assert ws.rope_groups == min(w, variant.block_t // 8)
+
+
+def test_the_template_regroups_q_and_p_as_the_k_view_groups_chunks():
+    """q16 [8 chunks, heads, 64] becomes [4 groups, heads, 128] (group g: chunk g + 4j as dims 64j ..), and P per
+    group becomes P per chunk (chunk c takes group c % 4's): the template's reshapes, replayed with torch's, whose
+    reshape / permute / stack have the same row-major meaning as Gluon's reshape / permute / join."""
+    source = render.render_split(Variant("v32", "pingpong", 16, 32, 4, 2), register_reallocation=True).source
+    assert "q16 = gl.reshape(gl.permute(gl.reshape(q16, [2, 4, 16, 64]), [1, 2, 0, 3]), [4, 16, 128])" in source
+    assert "gl.reshape(gl.permute(gl.join(groups, groups), [3, 0, 1, 2]), [8, groups.shape[1], groups.shape[2]])" in source
+    q = torch.arange(8 * 16 * 64).reshape(8, 16, 64)
+    grouped = q.reshape(2, 4, 16, 64).permute(1, 2, 0, 3).reshape(4, 16, 128)
+    for c in range(CHUNKS):
+        assert torch.equal(grouped[c % 4, :, 64 * (c // 4):64 * (c // 4) + 64], q[c])
+    p = torch.arange(4 * 16 * 32).reshape(4, 16, 32)
+    per_chunk = torch.stack([p, p], -1).permute(3, 0, 1, 2).reshape(8, 16, 32)
+    assert all(torch.equal(per_chunk[c], p[c % 4]) for c in range(CHUNKS))
