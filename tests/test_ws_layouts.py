@@ -98,11 +98,13 @@ def test_the_template_regroups_q_and_p_as_the_k_view_groups_chunks():
     reshape / permute / stack have the same row-major meaning as Gluon's reshape / permute / join."""
     source = render.render_split(Variant("v32", "pingpong", 16, 32, 4, 2), register_reallocation=True).source
     assert "q16 = gl.reshape(gl.permute(gl.reshape(q16, [2, 4, 16, 64]), [1, 2, 0, 3]), [4, 16, 128])" in source
-    assert "gl.reshape(gl.permute(gl.join(groups, groups), [3, 0, 1, 2]), [8, groups.shape[1], groups.shape[2]])" in source
+    assert ("gl.reshape(gl.permute(gl.join(groups, groups), joined_axis_first(groups.shape)), "
+            "per_chunk_shape(groups.shape))") in source
+    assert "return [len(shape)] + list(range(len(shape)))" in source and "return [8] + list(shape[1:])" in source
     q = torch.arange(8 * 16 * 64).reshape(8, 16, 64)
     grouped = q.reshape(2, 4, 16, 64).permute(1, 2, 0, 3).reshape(4, 16, 128)
     for c in range(CHUNKS):
         assert torch.equal(grouped[c % 4, :, 64 * (c // 4):64 * (c // 4) + 64], q[c])
     p = torch.arange(4 * 16 * 32).reshape(4, 16, 32)
-    per_chunk = torch.stack([p, p], -1).permute(3, 0, 1, 2).reshape(8, 16, 32)
+    per_chunk = torch.stack([p, p], -1).permute([p.dim()] + list(range(p.dim()))).reshape([8] + list(p.shape[1:]))
     assert all(torch.equal(per_chunk[c], p[c % 4]) for c in range(CHUNKS))
