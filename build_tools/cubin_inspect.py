@@ -33,15 +33,21 @@ def _cuobjdump(*args: str) -> str:
     return subprocess.run([str(cuobjdump_path()), *args], check=True, capture_output=True, text=True).stdout
 
 
-def loop_instructions(sass: str) -> list[str]:
-    """The instructions inside loops: from a backward branch's target to the branch (nested ranges counted once;
-    the trailing branch-to-itself is not a loop)."""
-    program = [(int(a, 16), text) for a, text in SASS_INSTRUCTION.findall(sass)]
+def loop_ranges(program: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """The loops of a program of (address, instruction): from a backward branch's target to the branch (the
+    trailing branch-to-itself is not a loop)."""
     ranges = []
     for address, text in program:
         target = BRANCH_TARGET.search(text)
         if target and int(target.group(1), 16) < address:
             ranges.append((int(target.group(1), 16), address))
+    return ranges
+
+
+def loop_instructions(sass: str) -> list[str]:
+    """The instructions inside loops (nested ranges counted once)."""
+    program = [(int(a, 16), text) for a, text in SASS_INSTRUCTION.findall(sass)]
+    ranges = loop_ranges(program)
     return [text for address, text in program if any(lo <= address <= hi for lo, hi in ranges)]
 
 

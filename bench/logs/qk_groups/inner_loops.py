@@ -7,10 +7,7 @@ from build_tools import cubin_inspect
 for f in sys.argv[1:]:
     sass=open(f).read()
     prog=[(int(a,16),t.strip()) for a,t in cubin_inspect.SASS_INSTRUCTION.findall(sass)]
-    ranges=[]
-    for a,t in prog:
-        m=cubin_inspect.BRANCH_TARGET.search(t)
-        if m and int(m.group(1),16)<a: ranges.append((int(m.group(1),16),a))
+    ranges=cubin_inspect.loop_ranges(prog)
     # innermost loops holding an MMA: ranges containing no other range with an MMA
     out=[]
     for lo,hi in ranges:
