@@ -3,7 +3,7 @@
 # fp8-qk-lazy's. Run from the repository root as `bash bench/logs/lazy_rescale/gpu_call_lazy.sh` with .whl and .gpu
 # carried (.gpu/common.sh: bench/logs/issue24_faults/gpu_common.sh plus `rm -rf /tmp/site_$name` before each install;
 # .gpu/flashmla_sm90_sparse_decode.tgz).
-source .gpu/common.sh; BUDGET_S=420; source bench/logs/lazy_rescale/gpu_guard.sh
+source .gpu/common.sh; BUDGET_S=420; source bench/logs/gpu_guard.sh
 SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/topk2048
 P="env SPARSE_MLA_AOT_TARGET=sm89-proxy"
 guarded "h200_check sm90 lazyall" 50 lazyall python3 bench/h200_check.py

@@ -1,11 +1,7 @@
 # Session 10, call A: numerics of every ws / pingpong variant of new (the v32 QK^T groups; the new ws block_t 32,
 # 8-warp variants); new against HEAD (head) and the landed main at the tables' own choices, sm90 and the proxy,
 # FlashMLA beside new; memcheck and racecheck of the changed and new variants.
-source .gpu/common.sh
-T0=$(date +%s)
-guarded() { local left=$(( 450 - ($(date +%s) - T0) )) limit=$2; (( left < limit )) && limit=$left
-  if (( limit < 15 )); then echo "$1 skipped: no time left" | tee -a "$SUMMARY"; return; fi
-  step "$1" "$limit" "${@:3}"; }
+source .gpu/common.sh; BUDGET_S=450; source bench/logs/gpu_guard.sh
 SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/topk2048
 SANITIZE=v32_ws_bh16_bt32_w4_s4,v32_pingpong_bh16_bt32_w4_s4,v32_pingpong_bh16_bt32_w4_s2,v32_ws_bh16_bt32_w8_s2,model1_ws_bh16_bt32_w8_s2,v32_ws_bh32_bt32_w8_s2
 guarded "h200_check new" 45 new python3 bench/h200_check.py
@@ -17,5 +13,4 @@ guarded "peers proxy landed" 35 landed python3 bench/peers.py --no-jit --no-flas
 guarded "peers proxy head" 35 head python3 bench/peers.py --no-jit --no-flash --target sm89-proxy --shapes $SMALL; mv "$OUT/peers_sm89-proxy.json" "$OUT/peers_proxy_head.json" 2>/dev/null
 guarded "peers proxy new" 40 new python3 bench/peers.py --no-jit --target sm89-proxy --shapes $SMALL; mv "$OUT/peers_sm89-proxy.json" "$OUT/peers_proxy_new.json" 2>/dev/null
 guarded "sanitize ws memcheck+racecheck" 60 new python3 bench/sanitize.py --label sm90_ws --variants $SANITIZE --jobs 12 --per-job 1 --deadline-s 55
-cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=summary.txt * && find . -mindepth 1 -maxdepth 1 ! -name logs.tgz ! -name summary.txt -exec rm -rf {} +
-cat "$SUMMARY"
+finish
