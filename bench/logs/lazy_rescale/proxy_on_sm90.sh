@@ -3,7 +3,7 @@
 # for sm_89 and for sm_90 and prints the per-tile consumer loops (inner_loops.py) and the e4m3 / f16 MMA counts.
 # bash bench/logs/lazy_rescale/proxy_on_sm90.sh UNZIPPED_WHEEL_DIR VARIANT
 set -eu
-bin=$(python3 -c "import triton, os; print(os.path.dirname(triton.__file__))")/backends/nvidia/bin
+bin=$(PYTHONPATH=src:. python3 -c "from build_tools.cubin_inspect import cuobjdump_path; print(cuobjdump_path().parent)")
 ptx="$1/sparse_mla_aot/kernels/sm89-proxy/$2.ptx"
 for arch in sm_89 sm_90; do
   sed "s/^\.target sm_89.*/.target $arch/" "$ptx" > "/tmp/$2_$arch.ptx"
