@@ -14,7 +14,7 @@ from pathlib import Path
 from build_tools.compile import ir_passes, ptxas_flags, target_options
 from build_tools.render import (COMBINE_NUM_WARPS, RenderedKernel, kernel_name, read_rendered, render_combine,
                                 render_split, write_atomic, write_if_different)
-from build_tools.variant import Target, Variant, is_buildable
+from build_tools.variant import Target, Variant, is_buildable, programs_per_sm
 from sparse_mla_aot.contract import COMBINE_NAME, SCRATCH_PARAMS, SPLIT_PARAMS, ArtifactRecord
 
 
@@ -68,7 +68,8 @@ def render_sources(target: Target, variants: list[Variant], out_dir: Path) -> in
             written += write_if_different(source_path(out_dir, variant.name),
                                           render_split(variant, grid_dependency=target.grid_dependency,
                                                        wgmma=target.wgmma,
-                                                       register_reallocation=target.register_reallocation).source)
+                                                       register_reallocation=target.register_reallocation,
+                                                       programs_per_sm=programs_per_sm(variant, target)).source)
     return written
 
 
@@ -117,7 +118,8 @@ def compile_artifact(target: Target, name: str, out_dir: Path) -> ArtifactRecord
     started = time.monotonic()
     try:
         compiled = compile_kernel(rendered, source, target, variant.num_warps if variant else COMBINE_NUM_WARPS,
-                                  identity["num_stages"], identity["num_warps"])
+                                  identity["num_stages"], identity["num_warps"],
+                                  programs_per_sm(variant, target) if variant else 1)
     except compile_errors() as error:  # a variant that does not compile is a result to report
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return _write_record(ArtifactRecord.pruned(f"compile error: {type(error).__name__}: {first_line}",

@@ -69,13 +69,16 @@ def target_options(target: Target) -> dict:
 REGISTER_FILE = 65536  # 32-bit registers per multiprocessor on every target (sm_89, sm_90, sm_120)
 
 
-def compile_options(target: Target, num_warps: int, launch_warps: int | None = None) -> dict:
+def compile_options(target: Target, num_warps: int, launch_warps: int | None = None,
+                    programs_per_sm: int = 1) -> dict:
     """Every Triton option a kernel of `target` is compiled with. launch_warps: a warp-specialized kernel's warps at
     launch (its partitions'; num_warps is the default partition's): a target's maxnreg is capped so that a program
-    of that many threads still fits the register file (sm120's 255 would not launch 384 threads)."""
+    of that many threads still fits the register file (sm120's 255 would not launch 384 threads), or that many
+    programs_per_sm (build_tools.variant.programs_per_sm)."""
     options = {"num_warps": num_warps, **target_options(target)}
-    if launch_warps and "maxnreg" in options:
-        options["maxnreg"] = min(options["maxnreg"], REGISTER_FILE // (32 * launch_warps) // 8 * 8)
+    if launch_warps and ("maxnreg" in options or programs_per_sm > 1):
+        options["maxnreg"] = min(options.get("maxnreg", 255),
+                                 REGISTER_FILE // (programs_per_sm * 32 * launch_warps) // 8 * 8)
     return options
 
 
@@ -157,10 +160,11 @@ class AssembleStage:
 
 
 def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int, num_stages: int,
-                   launch_warps: int) -> CompiledKernel:
+                   launch_warps: int, programs_per_sm: int = 1) -> CompiledKernel:
     """Compile with explicit signature and divisibility hints (recorded in the variant JSON). A Gluon source (the ws
     family) compiles the same way, as a GluonASTSource; num_warps is its default partition's, launch_warps all of
-    its partitions', which the compiled kernel must launch with."""
+    its partitions', which the compiled kernel must launch with; programs_per_sm caps its registers so that many fit
+    a multiprocessor (the rendered source says so, hence the cache key)."""
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
@@ -171,10 +175,13 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     source_type = GluonASTSource if fn.is_gluon() else ASTSource
     source = source_type(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
     specialized = launch_warps if launch_warps != num_warps else None
+    if programs_per_sm > 1 and f"programs_per_sm={programs_per_sm}" not in rendered.source:
+        raise ValueError(f"{rendered.name}: compiling for {programs_per_sm} programs per multiprocessor needs a source "
+                         "rendered for them (render_split's programs_per_sm)")
     with knobs.runtime.scope():
         knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch, target.ptxas_options)
         compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),
-                                  options=compile_options(target, num_warps, specialized))
+                                  options=compile_options(target, num_warps, specialized, programs_per_sm))
     if compiled.metadata.num_warps != launch_warps:
         raise RuntimeError(f"{rendered.name} compiled to {compiled.metadata.num_warps} warps per program; its "
                            f"variant launches {launch_warps} (contract.Variant.launch_warps)")

@@ -24,6 +24,9 @@ COMBINE_TEMPLATE = "sparse_mla_combine.py.j2"
 # file. With two consumer groups the producer gets fewer, and the second group WS_CONSUMER_REGISTERS (the first,
 # Triton's default partition, what is left).
 WS_PRODUCER_REGISTERS = {1: 88, 2: 24}
+# A 4-warp ws program that shares its multiprocessor with another (build_tools.variant.programs_per_sm) launches at
+# 128 registers per thread: its producer warpgroup gets 24, its consumer warpgroup the other 232.
+WS_SHARED_SM_PRODUCER_REGISTERS = 24
 WS_CONSUMER_REGISTERS = 240
 # The wg family: registers per thread of its second consumer warpgroup and of its producer warpgroup; the first
 # consumer (the default partition: QK^T, the softmax and P) gets what they leave of 3 x 168, the register file over
@@ -124,18 +127,20 @@ def read_rendered(artifact: str, source_path: Path) -> RenderedKernel:
 
 def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16",
                  grid_dependency: bool = False, wgmma: bool = False,
-                 register_reallocation: bool = False) -> RenderedKernel:
+                 register_reallocation: bool = False, programs_per_sm: int = 1) -> RenderedKernel:
     """The variant's family's template. fused: bfloat16 dot operands for compiled variants, float32 for the
     interpreter (its bf16 tl.dot is broken); an AutotunedBlocks renders the same template with BLOCK_H and BLOCK_T as
     trailing constexpr parameters. grid_dependency: let the combine kernel launch early (griddepcontrol; targets
     from sm_90, never the interpreter, which has no such instruction). wgmma: the target's dots are warpgroup MMAs
     (sm90), so a fused block_h 64, 8-warp variant splits QK across its two warpgroups
     (docs/design.md#qk-split-across-warpgroups). register_reallocation: the target has setmaxnreg (sm_90 and up),
-    so a ws or wg kernel moves registers from its producer warps to its consumers."""
+    so a ws or wg kernel moves registers from its producer warps to its consumers. programs_per_sm: a ws kernel's
+    programs meant to share a multiprocessor (build_tools.variant.programs_per_sm), which sets its producer's
+    registers."""
     if getattr(variant, "family", None) == "wg":
         return _render_wg(variant, grid_dependency, register_reallocation)
     if getattr(variant, "consumer_groups", 0):
-        return _render_ws(variant, grid_dependency, register_reallocation)
+        return _render_ws(variant, grid_dependency, register_reallocation, programs_per_sm)
     params = [p.name for p in SPLIT_PARAMS]
     if isinstance(variant, AutotunedBlocks):
         params += [f"{variant.block_h}: tl.constexpr", f"{variant.block_t}: tl.constexpr"]
@@ -155,9 +160,12 @@ def render_split(variant: Variant | AutotunedBlocks, dot_dtype: str = "bfloat16"
     return RenderedKernel(variant.name, kernel_name(variant.name), source, SPLIT_PARAMS)
 
 
-def _render_ws(variant: Variant, grid_dependency: bool, register_reallocation: bool) -> RenderedKernel:
+def _render_ws(variant: Variant, grid_dependency: bool, register_reallocation: bool,
+               programs_per_sm: int) -> RenderedKernel:
+    producer_registers = (WS_SHARED_SM_PRODUCER_REGISTERS if programs_per_sm > 1
+                          else WS_PRODUCER_REGISTERS[variant.consumer_groups])
     return _render_gluon(WS_SPLIT_TEMPLATE, variant, grid_dependency, register_reallocation,
-                         producer_registers=WS_PRODUCER_REGISTERS[variant.consumer_groups],
+                         programs_per_sm=programs_per_sm, producer_registers=producer_registers,
                          consumer_registers=WS_CONSUMER_REGISTERS, ws=ws_layouts.placement(variant),
                          fp8_row=ws_layouts.FP8_ROW)
 

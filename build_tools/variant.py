@@ -50,6 +50,8 @@ class Target:
     compile_options: dict = field(default_factory=dict)
     # ptxas options after the fixed ones (build_tools.compile.PTXAS_FLAGS); part of every artifact's cache key.
     ptxas_options: tuple[str, ...] = TRITON_PTXAS_OPTIONS
+    # Programs of a 4-warp ws variant that share a multiprocessor (programs_per_sm): 2 where two fit its shared memory.
+    ws_programs_per_sm: int = 1
 
     @property
     def grid_dependency(self) -> bool:
@@ -74,7 +76,8 @@ class Target:
 
 
 # What a target with `binaries = "<other>"` takes from the other target instead of restating it.
-BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary", "compile_options", "ptxas_options")
+BINARY_FIELDS = ("triton_arch", "cubin_arch", "max_shared_bytes", "binary", "compile_options", "ptxas_options",
+                 "ws_programs_per_sm")
 
 
 def load_targets(path: Path | None = None) -> dict[str, Target]:
@@ -182,6 +185,16 @@ def _wg_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
     if wrong:
         return False, f"the wg family is {WG_SHAPE}; got {wrong}"
     return True, None
+
+
+def programs_per_sm(variant: Variant, target: Target) -> int:
+    """Programs of `variant` meant to share a multiprocessor: a ws program of 4 consumer warps (8 warps with its
+    producer) on a target with ws_programs_per_sm 2 launches at half the register file (128 registers per thread;
+    setmaxnreg then gives its consumer warpgroup 232 and its producer 24), so two run side by side and each one's
+    start and end overlap the other's loop (docs/design.md#two-ws-programs-per-multiprocessor). Every other kernel: 1."""
+    if variant.family == "ws" and variant.launch_warps == 8 and target.register_reallocation:
+        return target.ws_programs_per_sm
+    return 1
 
 
 def accumulator_registers(variant: Variant) -> int:

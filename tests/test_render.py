@@ -7,8 +7,9 @@ import jinja2
 import pytest
 
 from build_tools import paths, render
+from build_tools.compile import compile_options
 from build_tools.variant import (MAX_ACCUMULATOR_REGISTERS, accumulator_registers, get_target, is_buildable, load_grid,
-                                 load_targets)
+                                 load_targets, programs_per_sm)
 from sparse_mla_aot import plan
 from sparse_mla_aot.contract import (COMBINE_PARAMS, D_V, FAMILIES, LAYOUTS, SPLIT_PARAMS, TILES_IN_FLIGHT,
                                      VARIANT_FIELDS, WS_PRODUCER_WARPS, Variant)
@@ -44,6 +45,26 @@ def test_a_ws_variant_moves_registers_to_its_consumers_only_where_the_target_can
     with_registers = f"], [{WS_PRODUCER_WARPS}], [{render.WS_PRODUCER_REGISTERS[1]}])"
     assert with_registers in render.render_split(variant, register_reallocation=True).source
     assert f"], [{WS_PRODUCER_WARPS}])" in render.render_split(variant).source
+
+
+def test_a_4_warp_ws_variant_shares_its_multiprocessor_where_the_target_says_so():
+    """Two 8-warp ws programs per SM on sm90: 128 registers per thread at launch (the register file over two such
+    programs), 24 of them the producer's, 232 the consumer warpgroup's (docs/design.md#two-ws-programs-per-
+    multiprocessor). Other families, the 8-warp ws variants and the other targets keep one program's worth."""
+    sm90, sm120 = get_target("sm90"), get_target("sm120")
+    ws = Variant("v32", "ws", 16, 32, 4, 4)
+    assert programs_per_sm(ws, sm90) == 2
+    assert programs_per_sm(ws, sm120) == programs_per_sm(ws, get_target("sm121")) == 1
+    assert programs_per_sm(Variant("v32", "ws", 16, 64, 8, 2), sm90) == 1
+    assert programs_per_sm(Variant("v32", "pingpong", 16, 32, 4, 4), sm90) == 1
+    producer = render.WS_SHARED_SM_PRODUCER_REGISTERS
+    shared = render.render_split(ws, register_reallocation=True, programs_per_sm=2).source
+    assert f"], [{WS_PRODUCER_WARPS}], [{producer}])" in shared and "programs_per_sm=2" in shared
+    assert "programs_per_sm" not in render.render_split(ws, register_reallocation=True).source
+    launch = compile_options(sm90, ws.num_warps, ws.launch_warps, 2)["maxnreg"]
+    assert "maxnreg" not in compile_options(sm90, ws.num_warps, ws.launch_warps)
+    assert launch == 128 and 2 * 32 * ws.launch_warps * launch <= 64 * 1024
+    assert 2 * launch - producer == 232 and producer % 8 == 0 and producer >= 24  # a warpgroup each; setmaxnreg's rules
 
 
 def test_a_wg_variant_leaves_its_softmax_warpgroup_the_most_registers():
