@@ -165,6 +165,9 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     family) compiles the same way, as a GluonASTSource; num_warps is its default partition's, launch_warps all of
     its partitions', which the compiled kernel must launch with; programs_per_sm caps its registers so that many fit
     a multiprocessor (the rendered source says so, hence the cache key)."""
+    if programs_per_sm > 1 and f"programs_per_sm={programs_per_sm}" not in rendered.source:
+        raise ValueError(f"{rendered.name}: compiling for {programs_per_sm} programs per multiprocessor needs a source "
+                         "rendered for them (render_split's programs_per_sm)")
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
@@ -175,9 +178,6 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     source_type = GluonASTSource if fn.is_gluon() else ASTSource
     source = source_type(fn, signature(rendered.params), constexprs={}, attrs=divisibility_attrs(rendered.params))
     specialized = launch_warps if launch_warps != num_warps else None
-    if programs_per_sm > 1 and f"programs_per_sm={programs_per_sm}" not in rendered.source:
-        raise ValueError(f"{rendered.name}: compiling for {programs_per_sm} programs per multiprocessor needs a source "
-                         "rendered for them (render_split's programs_per_sm)")
     with knobs.runtime.scope():
         knobs.runtime.add_stages_inspection_hook = AssembleStage(target.cubin_arch, target.ptxas_options)
         compiled = triton.compile(source, target=GPUTarget("cuda", target.triton_arch, 32),

@@ -26,7 +26,7 @@ from build_tools.selection import decide
 from build_tools.variant import TRITON_PTXAS_OPTIONS, get_target, load_grid, load_targets
 from sparse_mla_aot import plan
 from sparse_mla_aot.catalog import Catalog
-from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord, Resources
+from sparse_mla_aot.contract import COMBINE_NAME, ArtifactRecord, Resources, Variant
 from sparse_mla_aot.dispatch import explain
 
 GRID = """
@@ -334,6 +334,42 @@ def test_a_built_artifact_is_packaged_and_read_back_through_the_runtime_catalog(
                                                    f"{shipped.variant.kv_format} variant; the table is for kv_format "
                                                    f"'{other}' (see build/sm120/report.md)")):
         stage(["sm120", "sm121"], tmp_path / "kernels", "0.0.test")
+
+
+@pytest.mark.parametrize("target_name, name, programs", [("sm90", "v32_ws_bh16_bt32_w4_s4", 2),
+                                                         ("sm90", "v32_ws_bh16_bt64_w8_s2", 1),
+                                                         ("sm120", "v32_ws_bh16_bt32_w4_s4", 1)])
+def test_the_build_renders_and_compiles_a_ws_variant_for_its_programs_per_sm(tmp_path, monkeypatch, target_name, name,
+                                                                            programs):
+    """The render and compile stages agree on how many programs share an SM (docs/design.md#two-ws-programs-per-
+    multiprocessor): the source says so (the cache key hashes it) and compile_kernel gets the same count."""
+    from build_tools import compile as compile_stage
+
+    target, variant = get_target(target_name), Variant.parse(name)
+    artifact.render_sources(target, [variant], tmp_path)
+    assert ("programs_per_sm=2" in artifact.source_path(tmp_path, name).read_text()) == (programs == 2)
+    calls = []
+
+    def recorded(*args):
+        calls.append(args)
+        raise KeyError("stop here")
+
+    monkeypatch.setattr(compile_stage, "compile_kernel", recorded)
+    with pytest.raises(RuntimeError, match="stop here"):
+        artifact.compile_artifact(target, name, tmp_path)
+    assert calls[0][-1] == programs and calls[0][-2] == variant.launch_warps
+
+
+def test_compiling_for_two_programs_per_sm_needs_a_source_rendered_for_them(tmp_path):
+    from build_tools.compile import compile_kernel
+    from build_tools.render import render_split
+
+    variant = Variant.parse("v32_ws_bh16_bt32_w4_s4")
+    rendered = render_split(variant, register_reallocation=True)  # rendered for one program per SM
+    with pytest.raises(ValueError, match=r"^v32_ws_bh16_bt32_w4_s4: compiling for 2 programs per multiprocessor "
+                                         r"needs a source rendered for them"):
+        compile_kernel(rendered, tmp_path / "unused.py", get_target("sm90"), variant.num_warps, variant.num_stages,
+                       variant.launch_warps, 2)
 
 
 def test_only_triton_compile_errors_prune_anything_else_fails_the_build_naming_the_variant(tmp_path, monkeypatch):
