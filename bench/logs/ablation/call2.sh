@@ -1,6 +1,6 @@
 # Session 15, call 2: the f16 copy of V (f16.patch: each consumer warp converts its chunks' fp8 bytes once into a
 # shared f16 copy and reads K and V from it with ldmatrix) against main's template, 16-head ws and pingpong variants
-# at block_t 32 (variants/grid-f16.toml, sm90). Sites: none (main's kernels), f16_none, and both with the producer
+# at block_t 32 (grid-f16.toml here, sm90). Sites: none (main's kernels), f16_none, and both with the producer
 # gathering only the first ring's tiles (consumer_only: the consumers' own time). The tunes check numerics first.
 source .gpu/common.sh; BUDGET_S=300; source bench/logs/gpu_guard.sh
 for site in none f16_none; do
