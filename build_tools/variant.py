@@ -28,9 +28,11 @@ TRITON_PTXAS_OPTIONS = ("--regAllocOptLevel=2",)
 WS_CONSUMER_WARPS = (4, 8)
 WS_RING_SLOTS = (2, 4)
 WS_MAX_ACCUMULATOR_REGISTERS = 64
-# The wg family (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90): wgmma's 64 rows are the heads, a consumer is
-# one warpgroup, a ring slot a bf16 tile of 64 tokens (two slots and q fill sm90's shared memory).
-WG_SHAPE = {"block_h": 64, "block_t": 64, "num_warps": 4, "num_stages": 2}
+# The wg family (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90): a consumer is one warpgroup, a ring slot a
+# bf16 tile of 64 tokens (two slots and q fill sm90's shared memory); wgmma's 64 rows are the heads at block_h 64,
+# the tokens at block_h 16 (docs/design.md#tokens-as-the-rows-block_h-16).
+WG_SHAPE = {"block_t": 64, "num_warps": 4, "num_stages": 2}
+WG_BLOCK_H = (16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,11 @@ def _ws_buildable(variant: Variant) -> tuple[bool, str | None]:
 
 
 def _wg_buildable(variant: Variant, target: Target) -> tuple[bool, str | None]:
-    """The wg family's rules: warpgroup MMAs (sm90 only) and one shape."""
+    """The wg family's rules: warpgroup MMAs (sm90 only), one tile shape, two head blocks."""
     if not target.wgmma:
         return False, f"the wg family needs warpgroup MMAs (sm_90); {target.name} has none"
+    if variant.block_h not in WG_BLOCK_H:
+        return False, f"block_h={variant.block_h} must be one of {WG_BLOCK_H} in the wg family"
     wrong = {axis: getattr(variant, axis) for axis, value in WG_SHAPE.items() if getattr(variant, axis) != value}
     if wrong:
         return False, f"the wg family is {WG_SHAPE}; got {wrong}"
