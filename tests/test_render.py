@@ -93,13 +93,14 @@ def _arrived_barriers(tree: ast.AST) -> set[str]:
             if isinstance(c, ast.Call) and ast.unparse(c.func) == "_arrive"}
 
 
+@pytest.mark.parametrize("block_h", [16, 32, 64])
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
-def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format):
+def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format, block_h):
     """Every thread of a partition arrives on the barriers it hands over with (_arrive), so each mbarrier's count
     must be the threads of the partitions that arrive on it: one fewer and a phase completes before a warp is
     done, one more and the waiter hangs. Read from the rendered source: which partition function arrives on which
     barrier, each partition's warps from the warp_specialize call, the counts from mbarrier.init."""
-    variant = Variant(kv_format, "wg", 64, 64, 4, 2)
+    variant = Variant(kv_format, "wg", block_h, 64, 4, 2)
     rendered = render.render_split(variant, register_reallocation=True)
     functions = {f.name: f for f in ast.parse(rendered.source).body if isinstance(f, ast.FunctionDef)}
     kernel = functions[rendered.kernel_name]
@@ -297,7 +298,12 @@ def test_the_wg_family_is_sm90s_one_shape_and_names_its_reason_elsewhere():
         assert not ok and f"the wg family needs warpgroup MMAs (sm_90); {target} has none" == why
     ok, why = is_buildable(dataclasses.replace(wg, block_t=32, num_stages=4), get_target("sm90"))
     assert not ok and "got {'block_t': 32, 'num_stages': 4}" in why
-    assert [v.name for v in load_grid() if v.family == "wg"] == ["v32_wg_bh64_bt64_w4_s2", "model1_wg_bh64_bt64_w4_s2"]
+    assert is_buildable(dataclasses.replace(wg, block_h=16), get_target("sm90")) == (True, None)
+    assert is_buildable(dataclasses.replace(wg, block_h=32), get_target("sm90")) == (True, None)
+    ok, why = is_buildable(dataclasses.replace(wg, block_h=128), get_target("sm90"))
+    assert not ok and why == "block_h=128 must be one of (16, 32, 64) in the wg family"
+    assert [v.name for v in load_grid() if v.family == "wg"] == [
+        f"{kv}_wg_bh{bh}_bt64_w4_s2" for kv in ("v32", "model1") for bh in (16, 32, 64)]
 
 
 @pytest.mark.parametrize("tiles_in_flight", [2, 3])
