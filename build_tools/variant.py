@@ -30,7 +30,7 @@ WS_RING_SLOTS = (2, 4)
 WS_MAX_ACCUMULATOR_REGISTERS = 64
 # The wg family (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90): a consumer is one warpgroup, a ring slot a
 # bf16 tile of 64 tokens (two slots and q fill sm90's shared memory); wgmma's 64 rows are the heads at block_h 64,
-# the tokens at block_h 16 (docs/design.md#tokens-as-the-rows-block_h-16).
+# the tokens at block_h 16 and 32 (docs/design.md#tokens-as-the-rows-block_h-16-and-32).
 WG_SHAPE = {"block_t": 64, "num_warps": 4, "num_stages": 2}
 WG_BLOCK_H = (16, 32, 64)
 

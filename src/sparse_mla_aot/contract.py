@@ -93,7 +93,8 @@ BYTES_PER_TOKEN = {kv_format: layout.bytes_per_token for kv_format, layout in LA
 # with two groups of num_warps consumer warps that take the tiles in turn
 # (docs/design.md#the-pingpong-family-two-consumer-groups-in-turn). wg (sm90 only): a producer warpgroup dequantizes
 # tiles to bf16 into a ring for two consumer warpgroups of num_warps (4) warps that compute with wgmma, each one half
-# of V's columns (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90).
+# of V's columns, with the heads as wgmma's rows at block_h 64 and the tile's tokens at 16 and 32
+# (docs/design.md#the-wg-family-warpgroup-mmas-on-sm90).
 FAMILIES = ("fused", "ws", "pingpong", "wg")
 # The families with producer warps and a ring, and their groups of num_warps consumer warps.
 WS_CONSUMER_GROUPS = {"ws": 1, "pingpong": 2, "wg": 2}

@@ -3,7 +3,7 @@
 # family's block_h 16 / 32 variants; bench/h200_check.py (numerics of every shipped ws / pingpong / wg variant, their
 # graph replays with fresh inputs, the dispatched op); bench/peers.py with all four new tables.
 # Run from the repository root with .whl and .gpu carried.
-source .gpu/common.sh; BUDGET_S=570; source bench/logs/gpu_guard.sh
+source .gpu/common.sh; BUDGET_S=285; source bench/logs/gpu_guard.sh
 SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/topk2048
 cp bench/logs/wg16/call2/tables/sm90/*.json /tmp/site_new/sparse_mla_aot/kernels/tables/sm90/
 mkdir -p "$OUT/tables/sm90"
