@@ -115,6 +115,21 @@ def test_every_wg_barrier_counts_the_threads_that_arrive_on_it(kv_format, block_
     assert _barrier_counts(kernel) == arrivals == {"full": 128, "empty": 256, "p_full": 128, "p_empty": 128}
 
 
+@pytest.mark.parametrize("block_h", [16, 32])
+def test_a_narrow_wg_variant_puts_the_tokens_on_wgmmas_rows_and_the_heads_on_its_n(block_h):
+    """At block_h 16 and 32 the accumulators are S^T [tokens, heads] and O^T [V's columns, heads]: wgmma's N is the
+    head block, so none of its 64 rows is padding; the QK^T wgmma reads the slot's K as A and q^T as B, and PV reads
+    V^T (the slot, transposed) and P^T."""
+    source = render.render_split(Variant("v32", "wg", block_h, 64, 4, 2), register_reallocation=True).source
+    (s_acc,) = [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Assign)
+                and ast.unparse(n.targets[0]) == "S_ACC"]
+    assert "instr_shape=[16, %d, 16]" % block_h in ast.unparse(s_acc)
+    assert "warpgroup_mma(k, q_tile.permute([1, 0]), gl.zeros([64, %d]" % block_h in source
+    assert "v.permute([1, 0]), p_tile.permute([1, 0])" in source
+    wide = render.render_split(Variant("v32", "wg", 64, 64, 4, 2), register_reallocation=True).source
+    assert "instr_shape=[16, 64, 16]" in wide and "warpgroup_mma(q_tile, k.permute([1, 0])" in wide
+
+
 @pytest.mark.parametrize("kv_format", ["v32", "model1"])
 def test_the_wg_prefetch_covers_every_line_of_a_record_at_any_16_byte_alignment(kv_format):
     """The wg producer pulls each record into L2 with one prefetch per 128-byte line at fixed offsets from the
