@@ -1,7 +1,8 @@
 # Session 16, call 3: the sm90 tables of the 32-head shapes re-tuned (wheel .whl/new, as in call 2), call 2's
-# 16-head tables installed first (bench/logs/wg16/call2/tables); compute-sanitizer memcheck and racecheck of the wg
-# family's block_h 16 / 32 variants; bench/h200_check.py (numerics of every shipped ws / pingpong / wg variant, their
-# graph replays with fresh inputs, the dispatched op); bench/peers.py with all four new tables.
+# 16-head tables installed first (bench/logs/wg16/call2/tables); bench/peers.py with all four new tables;
+# bench/h200_check.py (numerics of every shipped ws / pingpong / wg variant, their graph replays with fresh inputs,
+# the dispatched op). It ran on call 2's warm machine with what device time was left (BUDGET_S 285; call 2 had run
+# the sanitizer).
 # Run from the repository root with .whl and .gpu carried.
 source .gpu/common.sh; BUDGET_S=285; source bench/logs/gpu_guard.sh
 SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/topk2048
