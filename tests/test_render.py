@@ -143,6 +143,31 @@ def test_the_wg_prefetch_covers_every_line_of_a_record_at_any_16_byte_alignment(
         assert {(start + o) // 128 for o in offsets} == {(start + b) // 128 for b in range(record_bytes)}, start
 
 
+@pytest.mark.parametrize("kv_format", ["v32", "model1"])
+def test_the_wg_prefetch_skips_tokens_whose_index_is_minus_one(kv_format):
+    """An invalid token's record address is token 0's: prefetched, every program's -1 indices queue on the same L2
+    lines (1.3x the time of v32 h32 at 128 rows with half the indices -1, bench/RESULTS.md). Every prefetch the
+    asm generator writes must be predicated on its own token's index >= 0."""
+    source = render.render_split(Variant(kv_format, "wg", 64, 64, 4, 2), register_reallocation=True).source
+    (generator,) = [f for f in ast.parse(source).body if isinstance(f, ast.FunctionDef) and f.name == "_prefetch_records"]
+    generator.decorator_list = []
+    namespace: dict = {}
+    exec(compile(ast.Module([generator], []), "<wg>", "exec"), namespace)
+    groups = (("$0", "$1"), ("$2", "$3"), ("$4", "$5")) if LAYOUTS[kv_format].scale_record_bytes else (
+        ("$0", "$1"), ("$2", "$3"))
+    lines = [line.strip() for line in namespace["_prefetch_records"]((), groups).splitlines()]
+    predicates = {index: f"valid{k}" for k, index in enumerate(groups[0])}
+    assert {f"setp.ge.s32 {p}, {index}, 0;" for index, p in predicates.items()} <= set(lines)
+    prefetches = [line for line in lines if "prefetch" in line]
+    addresses = [a for group in groups[1:] for a in group]
+    assert len(prefetches) >= len(addresses)
+    for line in prefetches:
+        predicate, _, address = line.partition(" prefetch.global.L2 [")
+        token = [k for group in groups[1:] for k, a in enumerate(group) if address.startswith(a + "]") or
+                 address.startswith(a + "+")]
+        assert token and predicate == f"@valid{token[0]}", line
+
+
 @pytest.mark.parametrize("family, num_warps", [("ws", 4), ("ws", 8), ("pingpong", 4)])
 def test_every_ws_consumer_thread_arrives_on_the_barriers_it_releases(family, num_warps):
     """A ws or pingpong slot is read by one consumer group (pingpong's groups take alternate tiles), and every thread
