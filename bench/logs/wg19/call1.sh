@@ -8,8 +8,11 @@
 # heads, block_h 16 and 32 at 32; numerics first, 1 / 64 / 128 rows at 1 and 2 splits), then a second round of the
 # 16-head shapes (main, ovl, pp, hspp, s3) in the opposite order. call2.sh: compute-sanitizer and profiles of the
 # candidates.
-# Run from the repository root with .whl and .gpu carried.
+# Run from the repository root with .whl, .ovl and .gpu carried.
 source .gpu/common.sh; BUDGET_S=570; source bench/logs/gpu_guard.sh
+# The sites other than main come as overlays of main's install (the working tree's 64 MiB carry limit): each
+# .ovl/<site>/ holds that wheel's cubins that differ from main's, their records and its manifest (README.md here).
+for o in .ovl/*/; do s=$(basename "$o"); rm -rf /tmp/site_$s; cp -r /tmp/site_main /tmp/site_$s && cp -r "$o". /tmp/site_$s/; done
 guarded "timeline" 90 tl python3 bench/logs/wg19/timeline.py --json "$OUT/timeline.json" \
   --point v32/h16/topk2048:1 --point v32/h16/topk2048:128 --point model1/h16/topk512+128:1 \
   --point model1/h16/topk512+128:128 --point v32/h32/topk2048:128:wg_bh32_bt64_w4_s2x1
