@@ -6,7 +6,7 @@ import csv
 import sys
 from pathlib import Path
 
-SITES = ("main", "ovl", "hs", "hsovl", "pp", "hspp", "s3")
+SITES = ("main", "ovl", "hs", "hsovl", "pp", "hspp", "s3", "pp2")
 
 
 def best(csv_path: Path) -> dict[int, float]:
