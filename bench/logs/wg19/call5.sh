@@ -1,7 +1,6 @@
 # Session 19, call 5 (issue 22), not run (too little device time was left to start a machine): call 4 cut to one
-# round, the gate of the
-# 16-head shapes for main and pp2 (numerics first), one round. Sites and overlays as in call4.sh; run from the
-# repository root with .whl, .ovl and .gpu carried.
+# round of the gate of the 16-head shapes for main and pp2 (numerics first). Sites and overlays as in call4.sh; run
+# from the repository root with .whl, .ovl and .gpu carried.
 source .gpu/common.sh; BUDGET_S=150; source bench/logs/gpu_guard.sh
 for o in .ovl/*/; do s=$(basename "$o"); rm -rf /tmp/site_$s; cp -r /tmp/site_main /tmp/site_$s && cp -r "$o". /tmp/site_$s/; done
 for kv in v32 model1; do for site in main pp2; do
