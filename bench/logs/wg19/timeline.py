@@ -11,13 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 
 import sparse_mla_aot
 from sparse_mla_aot import dispatch
-from sparse_mla_aot.contract import Variant
 from tuning.gpu_timing import InputSets, Shape
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/: the profiler's point syntax
+from ncu_profile import force_for, parse_point  # noqa: E402
+
+DEFAULT_CHOICE = "wg_bh16_bt64_w4_s2x1"
 
 WG_STRIDE = 720  # int64 stamps per warpgroup: 6 per tile
 SOFTMAX, PV, PRODUCER = 0, 1, 2
@@ -47,10 +53,9 @@ SEGMENTS = {
 
 
 def run_point(point: str) -> dict:
-    shape_name, batch, choice = (point.split(":") + ["wg_bh16_bt64_w4_s2x1"])[:3]
-    shape, batch = Shape.parse(shape_name), int(batch)
-    name, splits = choice.rsplit("x", 1)
-    spec = dispatch.force_spec(Variant.parse(f"{shape.kv_format}_{name}"), int(splits))
+    shape_name, batch, choice = parse_point(point)
+    shape, choice = Shape.parse(shape_name), choice or DEFAULT_CHOICE
+    spec = force_for(shape.kv_format, choice)
     sets = InputSets(shape).sets_for(batch)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     with dispatch.forcing(spec):
