@@ -26,6 +26,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from tuning.__main__ import _ints as comma_ints  # noqa: E402  (the tune command's --batches parser)
 from tuning.gpu_timing import capture, replay_times_us, summary  # noqa: E402
 
 RATED_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12}  # HBM rated bandwidth by device name; fractions are of this
@@ -85,18 +86,15 @@ def rated_bytes_per_s(device_name: str) -> float | None:
     return next((rate for key, rate in RATED_BYTES_PER_S.items() if key in device_name), None)
 
 
-def parse_ints(text: str) -> list[int]:
-    return [int(item) for item in text.split(",") if item]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=128, help="batch rows; one program per row at 128 programs")
     parser.add_argument("--topk", type=int, default=2048, help="records gathered per row")
     parser.add_argument("--record-bytes", type=int, default=656, help="656: v32; 584: model1")
-    parser.add_argument("--programs", default="128,264,528,1056,2112", help="programs per call (comma-separated)")
-    parser.add_argument("--steps", default="16,32,64", help="records each program loads per step")
-    parser.add_argument("--warps", default="4,8", help="num_warps per program")
+    parser.add_argument("--programs", type=comma_ints, default=[128, 264, 528, 1056, 2112],
+                        help="programs per call, comma list")
+    parser.add_argument("--steps", type=comma_ints, default=[16, 32, 64], help="records each program loads per step")
+    parser.add_argument("--warps", type=comma_ints, default=[4, 8], help="num_warps per program")
     parser.add_argument("--replays", type=int, default=30)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = parser.parse_args()
@@ -128,7 +126,7 @@ def main() -> int:
     results = []
 
     def record(label: str, programs: int, step: int, warps: int, moved: int, decode) -> None:
-        graph = capture([{"indices": s} for s in index_sets], decode=lambda indices: decode(indices))
+        graph = capture([{"indices": s} for s in index_sets], decode=decode)
         times = summary(replay_times_us(graph, INDEX_SETS, args.replays))
         rate = moved / (times["median_us"] * 1e-6)
         results.append({"kernel": label, "programs": programs, "step": step, "warps": warps, "bytes": moved,
@@ -137,15 +135,15 @@ def main() -> int:
         print(f"{label:>14} {programs:>8} {step:>4} {warps:>5} {in_flight:>17} {times['median_us']:8.1f} "
               f"{rate / 1e9:7.0f} {rate / rated if rated else float('nan'):8.2f}", flush=True)
 
-    for programs in parse_ints(args.programs):
+    for programs in args.programs:
         if gathered % programs:
             print(f"skipped {programs} programs: {gathered} records do not divide evenly", file=sys.stderr)
             continue
         folds = torch.empty(programs, dtype=torch.int32, device="cuda")
-        for step in parse_ints(args.steps):
+        for step in args.steps:
             if (gathered // programs) % step:
                 continue
-            for warps in parse_ints(args.warps):
+            for warps in args.warps:
                 launch_fold(cache, index_sets[0], folds, programs, step, warps)
                 if not torch.equal(folds, expected_folds(cache, index_sets[0], programs)):
                     print(f"FAIL gather_fold programs={programs} step={step} warps={warps}: folds differ from "
