@@ -1,0 +1,24 @@
+# Session 21, call 2 (issue 22), for an H200 (the GPU of issue 22's acceptance; none was lent since 2026-12-04):
+# issue 22's table for main on both targets; the sm90 tables of the four 16-32-head shapes re-tuned on this GPU
+# (tables into $OUT/tables and a copy of main's install, site `tuned`) and the sm90 table again with them, in the same
+# call; ncu of main's 16-head choices at b=128; the ceiling of the random record gathers alone last (skipped if the
+# budget is spent). `.whl/main` is main's wheel with both targets (`SPARSE_MLA_AOT_TARGETS=sm90,sm89-proxy`); run
+# from the repository root with .whl and .gpu carried.
+source .gpu/common.sh; BUDGET_S=575; source bench/logs/gpu_guard.sh
+SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/topk2048
+guarded "peers sm90 main" 90 main python3 bench/peers.py --no-jit --shapes $SMALL
+guarded "peers sm89-proxy main" 90 main python3 bench/peers.py --no-jit --target sm89-proxy --no-flash --shapes $SMALL
+rm -rf /tmp/site_tuned && cp -r /tmp/site_main /tmp/site_tuned && mkdir -p "$OUT/tables"
+for shape in "model1 16" "model1 32" "v32 16" "v32 32"; do
+  set -- $shape
+  guarded "tune sm90 $1 h$2" 110 main env SPARSE_MLA_AOT_TARGET=sm90 python3 -m tuning tune --target sm90 \
+    --kv-format $1 --heads $2 --out-dir "$OUT/tune"
+  cp variants/sm90/$1_h$2.json "$OUT/tables/" && cp variants/sm90/$1_h$2.json /tmp/site_tuned/sparse_mla_aot/kernels/tables/sm90/
+done
+guarded "peers sm90 tuned" 90 tuned python3 bench/peers.py --no-jit --shapes $SMALL
+guarded "ncu main h16 b128" 45 main python3 bench/ncu_profile.py --out "$OUT/ncu" --top 30 \
+  --point v32/h16/topk2048:128 --point model1/h16/topk512+128:128
+guarded "gather ceiling v32" 60 main python3 bench/gather_ceiling.py --programs 132,264,528,2112 --out "$OUT/v32"
+guarded "gather ceiling model1" 40 main python3 bench/gather_ceiling.py --record-bytes 584 --topk 640 \
+  --programs 132,264,660 --warps 4 --out "$OUT/model1"
+finish
