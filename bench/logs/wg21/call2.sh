@@ -9,13 +9,15 @@ SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/top
 guarded "peers sm90 main" 90 main python3 bench/peers.py --no-jit --shapes $SMALL
 guarded "peers sm89-proxy main" 90 main python3 bench/peers.py --no-jit --target sm89-proxy --no-flash --shapes $SMALL
 rm -rf /tmp/site_tuned && cp -r /tmp/site_main /tmp/site_tuned && mkdir -p "$OUT/tables"
-for shape in "model1 16" "model1 32" "v32 16" "v32 32"; do
+SHAPES=("model1 16" "model1 32" "v32 16" "v32 32")  # re-tuned on an H200 only: the tables are already an H100's
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || SHAPES=()
+for shape in "${SHAPES[@]}"; do
   set -- $shape
   guarded "tune sm90 $1 h$2" 110 main env SPARSE_MLA_AOT_TARGET=sm90 python3 -m tuning tune --target sm90 \
     --kv-format $1 --heads $2 --out-dir "$OUT/tune"
   cp variants/sm90/$1_h$2.json "$OUT/tables/" && cp variants/sm90/$1_h$2.json /tmp/site_tuned/sparse_mla_aot/kernels/tables/sm90/
 done
-guarded "peers sm90 tuned" 90 tuned python3 bench/peers.py --no-jit --shapes $SMALL
+(( ${#SHAPES[@]} )) && guarded "peers sm90 tuned" 90 tuned python3 bench/peers.py --no-jit --shapes $SMALL
 guarded "ncu main h16 b128" 45 main python3 bench/ncu_profile.py --out "$OUT/ncu" --top 30 \
   --point v32/h16/topk2048:128 --point model1/h16/topk512+128:128
 guarded "gather ceiling v32" 60 main python3 bench/gather_ceiling.py --programs 132,264,528,2112 --out "$OUT/v32"
