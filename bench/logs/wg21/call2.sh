@@ -20,7 +20,7 @@ done
 (( ${#SHAPES[@]} )) && guarded "peers sm90 tuned" 90 tuned python3 bench/peers.py --no-jit --shapes $SMALL
 guarded "ncu main h16 b128" 45 main python3 bench/ncu_profile.py --out "$OUT/ncu" --top 30 \
   --point v32/h16/topk2048:128 --point model1/h16/topk512+128:128
-guarded "gather ceiling v32" 60 main python3 bench/gather_ceiling.py --programs 132,264,528,2112 --out "$OUT/v32"
+guarded "gather ceiling v32" 60 main python3 bench/gather_ceiling.py --programs 128,256,512,2048 --out "$OUT/v32"
 guarded "gather ceiling model1" 40 main python3 bench/gather_ceiling.py --record-bytes 584 --topk 640 \
-  --programs 132,264,660 --warps 4 --out "$OUT/model1"
+  --programs 128,256,640 --warps 4 --out "$OUT/model1"
 finish
