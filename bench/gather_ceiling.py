@@ -9,7 +9,7 @@ replay of one call per rotating index set (tuning.gpu_timing), median per call. 
 $OUT/gather_ceiling.json.
 
     python bench/gather_ceiling.py                      # GPU host with triton
-    python bench/gather_ceiling.py --rows 128 --topk 2048 --record-bytes 656 --programs 128,528,2112
+    python bench/gather_ceiling.py --rows 128 --topk 2048 --record-bytes 656 --programs 128,512,2048
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=128, help="batch rows; one program per row at 128 programs")
     parser.add_argument("--topk", type=int, default=2048, help="records gathered per row")
     parser.add_argument("--record-bytes", type=int, default=656, help="656: v32; 584: model1")
-    parser.add_argument("--programs", type=comma_ints, default=[128, 264, 528, 1056, 2112],
+    parser.add_argument("--programs", type=comma_ints, default=[128, 256, 512, 1024, 2048],
                         help="programs per call, comma list")
     parser.add_argument("--steps", type=comma_ints, default=[16, 32, 64], help="records each program loads per step")
     parser.add_argument("--warps", type=comma_ints, default=[4, 8], help="num_warps per program")
@@ -104,6 +104,10 @@ def main() -> int:
         word_split(args.record_bytes // 4)
     except ValueError as error:
         parser.error(f"--record-bytes {args.record_bytes}: {error}")
+    uneven = [p for p in args.programs if (args.rows * args.topk) % p]
+    if uneven:
+        parser.error(f"--programs must divide the {args.rows} x {args.topk} = {args.rows * args.topk} records "
+                     f"evenly; {','.join(map(str, uneven))} do not")
     if not torch.cuda.is_available():
         print("gather_ceiling.py needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -136,9 +140,6 @@ def main() -> int:
               f"{rate / 1e9:7.0f} {rate / rated if rated else float('nan'):8.2f}", flush=True)
 
     for programs in args.programs:
-        if gathered % programs:
-            print(f"skipped {programs} programs: {gathered} records do not divide evenly", file=sys.stderr)
-            continue
         folds = torch.empty(programs, dtype=torch.int32, device="cuda")
         for step in args.steps:
             if (gathered // programs) % step:

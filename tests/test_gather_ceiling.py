@@ -30,3 +30,11 @@ def test_word_split_covers_the_record_with_three_powers_of_two():
     assert gather_ceiling.word_split(164) == (128, 32, 4) and gather_ceiling.word_split(146) == (128, 16, 2)
     with pytest.raises(ValueError, match="165 words is not a sum of three powers of two"):
         gather_ceiling.word_split(165)
+
+
+def test_program_counts_that_do_not_divide_the_records_are_refused_before_any_gpu_work(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["gather_ceiling.py", "--programs", "128,264,512,2112"])
+    with pytest.raises(SystemExit) as exit_info:
+        gather_ceiling.main()
+    assert exit_info.value.code == 2
+    assert "--programs must divide the 128 x 2048 = 262144 records evenly; 264,2112 do not" in capsys.readouterr().err
