@@ -4,7 +4,7 @@
 # over programs per call, records per step and warps; model1's 584-byte records at topk 512+128. Run from the
 # repository root with .gpu carried.
 source .gpu/common.sh; BUDGET_S=150; source bench/logs/gpu_guard.sh
-guarded "gather ceiling v32" 90 main python3 bench/gather_ceiling.py --programs 128,528 --out "$OUT/v32"
+guarded "gather ceiling v32" 90 main python3 bench/gather_ceiling.py --programs 128,512 --out "$OUT/v32"
 guarded "gather ceiling model1" 55 main python3 bench/gather_ceiling.py --record-bytes 584 --topk 640 \
   --programs 128 --warps 4 --out "$OUT/model1"
 finish

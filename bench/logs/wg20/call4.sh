@@ -5,7 +5,7 @@
 # rows of the four 16-32-head shapes); on an H100 it says how close the tables' variants are to that GPU's ceiling.
 source .gpu/common.sh; BUDGET_S=420; source bench/logs/gpu_guard.sh
 SMALL=model1/h16/topk512+128,model1/h32/topk512+128,v32/h16/topk2048,v32/h32/topk2048
-guarded "gather ceiling v32" 100 main python3 bench/gather_ceiling.py --programs 128,264,528,2112 --out "$OUT/v32"
+guarded "gather ceiling v32" 100 main python3 bench/gather_ceiling.py --programs 128,256,512,2048 --out "$OUT/v32"
 guarded "gather ceiling model1" 60 main python3 bench/gather_ceiling.py --record-bytes 584 --topk 640 \
   --programs 128,256,640 --warps 4 --out "$OUT/model1"
 guarded "peers sm90 main" 90 main python3 bench/peers.py --no-jit --shapes $SMALL
