@@ -104,10 +104,15 @@ def main() -> int:
         word_split(args.record_bytes // 4)
     except ValueError as error:
         parser.error(f"--record-bytes {args.record_bytes}: {error}")
-    uneven = [p for p in args.programs if (args.rows * args.topk) % p]
+    records = args.rows * args.topk
+    uneven = [p for p in args.programs if records % p]
     if uneven:
-        parser.error(f"--programs must divide the {args.rows} x {args.topk} = {args.rows * args.topk} records "
+        parser.error(f"--programs must divide the {args.rows} x {args.topk} = {records} records "
                      f"evenly; {','.join(map(str, uneven))} do not")
+    uneven = [f"{s} (programs {p}: {records // p} records each)" for p in args.programs for s in args.steps
+              if (records // p) % s]
+    if uneven:
+        parser.error(f"--steps must divide every program's records; {', '.join(uneven)} do not")
     if not torch.cuda.is_available():
         print("gather_ceiling.py needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -117,10 +122,9 @@ def main() -> int:
     generator = torch.Generator(device="cuda").manual_seed(0)
     cache = torch.randint(-2**31, 2**31 - 1, (tokens, record_words), dtype=torch.int32, device="cuda",
                           generator=generator)
-    gathered = args.rows * args.topk
-    index_sets = [torch.randint(0, tokens, (gathered,), dtype=torch.int32, device="cuda", generator=generator)
+    index_sets = [torch.randint(0, tokens, (records,), dtype=torch.int32, device="cuda", generator=generator)
                   for _ in range(INDEX_SETS)]
-    read_bytes = gathered * args.record_bytes
+    read_bytes = records * args.record_bytes
     name = torch.cuda.get_device_name()
     rated = rated_bytes_per_s(name)
     print(f"{name}: {args.rows} rows x {args.topk} random {args.record_bytes}-byte records = {read_bytes / 1e6:.1f} "
@@ -142,8 +146,6 @@ def main() -> int:
     for programs in args.programs:
         folds = torch.empty(programs, dtype=torch.int32, device="cuda")
         for step in args.steps:
-            if (gathered // programs) % step:
-                continue
             for warps in args.warps:
                 launch_fold(cache, index_sets[0], folds, programs, step, warps)
                 if not torch.equal(folds, expected_folds(cache, index_sets[0], programs)):
@@ -152,7 +154,7 @@ def main() -> int:
                     return 1
                 record("gather_fold", programs, step, warps, read_bytes,
                        lambda indices, p=programs, s=step, w=warps: launch_fold(cache, indices, folds, p, s, w))
-    selected = torch.empty(gathered, record_words, dtype=torch.int32, device="cuda")
+    selected = torch.empty(records, record_words, dtype=torch.int32, device="cuda")
     record("index_select", 0, 0, 0, 2 * read_bytes,
            lambda indices: torch.index_select(cache, 0, indices, out=selected))
     args.out.mkdir(parents=True, exist_ok=True)

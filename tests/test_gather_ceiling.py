@@ -38,3 +38,13 @@ def test_program_counts_that_do_not_divide_the_records_are_refused_before_any_gp
         gather_ceiling.main()
     assert exit_info.value.code == 2
     assert "--programs must divide the 128 x 2048 = 262144 records evenly; 264,2112 do not" in capsys.readouterr().err
+
+
+def test_steps_that_do_not_divide_a_programs_records_are_refused_before_any_gpu_work(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["gather_ceiling.py", "--topk", "640", "--programs", "128,2048",
+                                      "--steps", "8,64"])
+    with pytest.raises(SystemExit) as exit_info:
+        gather_ceiling.main()
+    assert exit_info.value.code == 2
+    assert ("--steps must divide every program's records; 64 (programs 2048: 40 records each) do not"
+            in capsys.readouterr().err)
