@@ -2,17 +2,22 @@
 QK^T with the tokens as rows: S^T [64 tokens, 16 heads] = K [64, 128 fp8 dims] q^T, both e4m3 in 128-byte swizzled
 shared memory (the ring's bytes as gathered, no dequantization). PV: O^T [64 dims, 16 heads] = V^T [64 dims,
 64 tokens] P^T, V^T in registers as f16 (converted from the same fp8 bytes), P^T f16 in shared memory."""
-import os
 import re
-import subprocess
 import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+sys.path[:0] = ["src", "."]  # run from the repository root
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, warpgroup_mma,  # noqa: E402
+                                                              warpgroup_mma_wait)
+
+from build_tools import cubin_inspect  # noqa: E402
 
 FP8_TILE = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2))
 F16_TILE = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2))
@@ -47,13 +52,21 @@ def probe(k_ptr, q_ptr, p_ptr, s_ptr, o_ptr):
     gl.store(o_ptr + oo, o)
 
 
+def compiled_opcodes(kernel, signature: dict, attrs: dict | None = None) -> tuple[str, Counter]:
+    """The kernel compiled for sm_90a at 4 warps: its PTX and how often each SASS opcode occurs in its cubin."""
+    compiled = triton.compile(GluonASTSource(kernel, signature, {}, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4})
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "probe.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        sass = cubin_inspect._cuobjdump("--dump-sass", str(cubin))
+    opcodes = Counter(text.split()[1 if text.startswith("@") else 0]
+                      for _, text in cubin_inspect.SASS_INSTRUCTION.findall(sass))
+    return compiled.asm["ptx"], opcodes
+
+
 if __name__ == "__main__":
-    source = GluonASTSource(probe, {"k_ptr": "*u8", "q_ptr": "*u8", "p_ptr": "*fp16", "s_ptr": "*fp32", "o_ptr": "*fp32"}, {})
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    ptx = compiled.asm["ptx"]
+    ptx, opcodes = compiled_opcodes(probe, {"k_ptr": "*u8", "q_ptr": "*u8", "p_ptr": "*fp16", "s_ptr": "*fp32",
+                                            "o_ptr": "*fp32"})
     print(sorted(set(re.findall(r"wgmma\.mma_async[\w.]+", ptx))))
-    path = sys.argv[1] if len(sys.argv) > 1 else "fp8_wgmma_probe.cubin"
-    open(path, "wb").write(compiled.asm["cubin"])
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
-    sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True).stdout
-    print(sorted(set(re.findall(r"[QH]GMMA[.\w]*", sass))))
+    print({op: n for op, n in sorted(opcodes.items()) if cubin_inspect.MMA_OPCODE.search(op) or op.startswith(("LDS", "F2FP"))})

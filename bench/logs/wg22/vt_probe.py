@@ -2,18 +2,14 @@
 [64 tokens, 128 B] K-blocks in wgmma's 128-byte swizzle, as QK^T's QGMMA reads them) straight into the f16 A
 operand of HGMMA m64n16k16, through a view whose rows are the dims permuted so that each thread's 16 rows are 16
 consecutive bytes. Counts the SASS of the load + conversion + MMAs."""
-import os
-import re
-import subprocess
 import sys
-from collections import Counter
+from pathlib import Path
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fp8_wgmma_probe import compiled_opcodes  # noqa: E402  (it puts the repository on the path)
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma  # noqa: E402
 
 FP8_TILE = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2))
 F16_TILE = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2))
@@ -85,12 +81,6 @@ def probe(k_ptr, p_ptr, o_ptr):
 
 if __name__ == "__main__":
     aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}
-    source = GluonASTSource(probe, {"k_ptr": "*u8", "p_ptr": "*fp16", "o_ptr": "*fp32"}, {}, attrs=aligned)
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-    path = sys.argv[1] if len(sys.argv) > 1 else "vt_probe.cubin"
-    open(path, "wb").write(compiled.asm["cubin"])
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
-    sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True).stdout
-    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)", sass)
-    for op, n in Counter(ops).most_common(25):
+    _, opcodes = compiled_opcodes(probe, {"k_ptr": "*u8", "p_ptr": "*fp16", "o_ptr": "*fp32"}, aligned)
+    for op, n in opcodes.most_common(25):
         print(f"{n:5d} {op}")
