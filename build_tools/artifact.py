@@ -133,7 +133,7 @@ def compile_artifact(target: Target, name: str, out_dir: Path) -> ArtifactRecord
         cubin.write(compiled.cubin)
         cubin.flush()
         resources = inspect_cubin(Path(cubin.name), compiled.kernel_name, compiled.shared_bytes)
-    decision = decide(target, resources)
+    decision = decide(target, resources, compiled.ptxas_notes)
     binary_path = out_dir / f"{name}.{target.binary}"
     write_atomic(binary_path, compiled.binary)
     outcome = dict(binary=binary_path.name, sha256=hashlib.sha256(compiled.binary).hexdigest(),

@@ -30,6 +30,10 @@ TRITON_NUM_STAGES = 1
 # -lineinfo embeds (about 2/3 of a cubin, holding the build directory's path) and changes no instruction.
 PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v")
 PTX_TARGET_LINE = re.compile(r"^\.target sm_\w+", flags=re.MULTILINE)
+# What ptxas (-v) says it lost, e.g. "(C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized
+# due to insufficient register resources for the function '...'": the artifact's warnings, never dropped.
+PTXAS_PERFORMANCE_NOTE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.+?)(?: for the function '[^']*')?\.?$",
+                                    flags=re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class CompiledKernel:
     num_warps: int
     num_stages: int
     triton_version: str
+    ptxas_notes: tuple[str, ...]  # ptxas's performance-loss notes (performance_notes)
 
 
 def signature(params: tuple[Param, ...]) -> dict[str, str]:
@@ -98,9 +103,15 @@ def ptxas_flags(ptxas_options: tuple[str, ...], enable_fp_fusion: bool) -> tuple
     return (*PTXAS_FLAGS, *ptxas_options, *(() if enable_fp_fusion else ("--fmad=false",)))
 
 
-def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> bytes:
-    """PTX -> cubin for cubin_arch. Triton writes `.target sm_<N>a`; a family arch needs its own `.target` line
-    (ptxas refuses sm_120a PTX for sm_120f)."""
+def performance_notes(ptxas_output: str) -> tuple[str, ...]:
+    """ptxas's "Potential Performance Loss" notes, once each and without the function's name, e.g. "ptxas C7512:
+    wgmma.mma_async instructions are serialized due to insufficient register resources"."""
+    return tuple(dict.fromkeys(f"ptxas {code}: {text}" for code, text in PTXAS_PERFORMANCE_NOTE.findall(ptxas_output)))
+
+
+def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> tuple[bytes, tuple[str, ...]]:
+    """PTX -> cubin for cubin_arch, and ptxas's performance notes. Triton writes `.target sm_<N>a`; a family arch
+    needs its own `.target` line (ptxas refuses sm_120a PTX for sm_120f)."""
     from triton.runtime.errors import PTXASError
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,7 +121,7 @@ def assemble(ptx: str, cubin_arch: str, ptxas: str, flags: tuple[str, ...]) -> b
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise PTXASError(f"ptxas exited with {result.returncode} for {cubin_arch}:\n{result.stderr}")
-        return cubin.read_bytes()
+        return cubin.read_bytes(), performance_notes(result.stdout + result.stderr)
 
 
 def ir_passes() -> list[str]:
@@ -137,8 +148,9 @@ def _with_operand_stores_hoisted(module):
 @dataclass(frozen=True)
 class AssembleStage:
     """A Triton pipeline hook that passes Triton's TTGIR through operand_stores and its PTX through ptx_barriers (so
-    the PTX a ptx target ships and the cubin agree), and replaces the cubin stage with `assemble`. Called without
-    arguments, Triton asks for the hook's cache key, so nothing cached by Triton's own stages is taken for ours."""
+    the PTX a ptx target ships and the cubin agree), and replaces the cubin stage with `assemble`, whose
+    performance notes go into the kernel's metadata ("ptxas_notes"). Called without arguments, Triton asks for the
+    hook's cache key, so nothing cached by Triton's own stages is taken for ours."""
 
     cubin_arch: str
     ptxas_options: tuple[str, ...]
@@ -147,7 +159,7 @@ class AssembleStage:
         if backend is None:
             # (--fmad=false needs no place here: enable_fp_fusion is in Triton's own options hash)
             flags = " ".join(ptxas_flags(self.ptxas_options, True))
-            key = f"sparse_mla_aot.assemble:{':'.join(ir_passes())}:{self.cubin_arch}:{flags}"
+            key = f"sparse_mla_aot.assemble+notes:{':'.join(ir_passes())}:{self.cubin_arch}:{flags}"
             return key, key
         from triton.backends.nvidia.compiler import get_ptxas
 
@@ -156,7 +168,12 @@ class AssembleStage:
         make_ttgir, make_ptx = stages["ttgir"], stages["ptx"]
         stages["ttgir"] = lambda src, metadata: _with_operand_stores_hoisted(make_ttgir(src, metadata))
         stages["ptx"] = lambda src, metadata: ptx_barriers.drop_redundant_barriers(make_ptx(src, metadata))[0]
-        stages["cubin"] = lambda ptx, metadata: assemble(ptx, self.cubin_arch, ptxas, flags)
+
+        def make_cubin(ptx, metadata):
+            cubin, metadata["ptxas_notes"] = assemble(ptx, self.cubin_arch, ptxas, flags)
+            return cubin
+
+        stages["cubin"] = make_cubin
 
 
 def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, num_warps: int, num_stages: int,
@@ -189,4 +206,5 @@ def compile_kernel(rendered: RenderedKernel, source_path: Path, target: Target, 
     binary = compiled.asm["ptx"].encode() if target.binary == "ptx" else cubin
     return CompiledKernel(binary=binary, cubin=cubin, kernel_name=compiled.metadata.name,
                           shared_bytes=compiled.metadata.shared, num_warps=launch_warps,
-                          num_stages=num_stages, triton_version=triton.__version__)
+                          num_stages=num_stages, triton_version=triton.__version__,
+                          ptxas_notes=tuple(compiled.metadata.ptxas_notes))

@@ -17,7 +17,9 @@ class Decision:
     warnings: tuple[str, ...]
 
 
-def decide(target: Target, resources: Resources) -> Decision:
+def decide(target: Target, resources: Resources, ptxas_notes: tuple[str, ...] = ()) -> Decision:
+    """Prune for the target's limits; warn of spills, a missing MMA and what ptxas says it lost (ptxas_notes, e.g.
+    wgmmas serialized for lack of registers)."""
     shared = resources.total_shared_bytes
     reasons = []
     if resources.elf_arch != target.cubin_arch:
@@ -33,6 +35,7 @@ def decide(target: Target, resources: Resources) -> Decision:
                         f"loads per tile")
     if not resources.mma_instructions:
         warnings.append("no tensor-core (MMA) instruction in the SASS")
+    warnings += ptxas_notes
     if reasons:
         return Decision("pruned", "; ".join(reasons), tuple(warnings))
     return Decision("shipped", None, tuple(warnings))

@@ -18,11 +18,11 @@ import pytest
 
 from build_tools import artifact, paths
 from build_tools.build import build_target
-from build_tools.compile import PTXAS_FLAGS
+from build_tools.compile import PTXAS_FLAGS, performance_notes
 from build_tools.cubin_inspect import cuobjdump_path
 from build_tools.package import size_lines, stage
 from build_tools.report import read_report
-from build_tools.selection import decide
+from build_tools.selection import Decision, decide
 from build_tools.variant import TRITON_PTXAS_OPTIONS, get_target, load_grid, load_targets
 from sparse_mla_aot import plan
 from sparse_mla_aot.catalog import Catalog
@@ -505,7 +505,12 @@ def test_our_cubin_stage_passes_the_targets_ptxas_options_and_turns_fmad_off_whe
     from build_tools import compile as compile_stage
 
     calls = []
-    monkeypatch.setattr(compile_stage, "assemble", lambda ptx, arch, ptxas, flags: calls.append((ptx, flags)))
+
+    def assemble(ptx, arch, ptxas, flags):
+        calls.append((ptx, flags))
+        return b"cubin", ("ptxas C7512: a note",)
+
+    monkeypatch.setattr(compile_stage, "assemble", assemble)
     backend = SimpleNamespace(target=SimpleNamespace(arch=120))
     for options in ((), ("--regAllocOptLevel=2",)):
         for fusion in (True, False):
@@ -513,10 +518,33 @@ def test_our_cubin_stage_passes_the_targets_ptxas_options_and_turns_fmad_off_whe
                       "ptx": lambda src, metadata: "\tbar.sync \t0;\n\tbar.sync \t0;\n\tbar.sync \t0;\n"}
             stage = compile_stage.AssembleStage("sm_120f", options)
             stage(backend, stages, SimpleNamespace(enable_fp_fusion=fusion), None, 120)
-            stages["cubin"](stages["ptx"]("ttgir", {}), {})
+            metadata = {}
+            assert stages["cubin"](stages["ptx"]("ttgir", metadata), metadata) == b"cubin"
+            assert metadata == {"ptxas_notes": ("ptxas C7512: a note",)}  # the compiled kernel's metadata
     fixed = compile_stage.PTXAS_FLAGS
     # Triton's PTX reaches ptxas through drop_redundant_barriers (the middle of three adjacent barriers goes)
     assert {ptx for ptx, _ in calls} == {"\tbar.sync \t0;\n\tbar.sync \t0;\n"}
     assert [flags for _, flags in calls] == [fixed, (*fixed, "--fmad=false"), (*fixed, "--regAllocOptLevel=2"),
                                              (*fixed, "--regAllocOptLevel=2", "--fmad=false")]
     assert compile_stage.AssembleStage("sm_90a", ())()[0] != compile_stage.AssembleStage("sm_90a", ("-O3",))()[0]
+
+
+PTXAS_SERIALIZED = """ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due \
+to insufficient register resources for the function 'sparse_mla_split_model1_wgf8_bh32_bt64_w4_s2'
+ptxas info    : 11 bytes gmem
+ptxas info    : Compiling entry function 'sparse_mla_split_model1_wgf8_bh32_bt64_w4_s2' for 'sm_90a'
+ptxas info    : Used 128 registers, used 5 barriers
+"""
+
+
+def test_ptxas_performance_notes_become_the_artifacts_warnings():
+    """ptxas -v says when it serialized wgmmas for lack of registers (the block_h 32 cubins of
+    bench/logs/wg23/wgf8.patch): the note, without the function's name, is one of the variant's warnings in its
+    record and the report; a clean compile has none."""
+    notes = performance_notes(PTXAS_SERIALIZED + PTXAS_SERIALIZED)  # once each
+    assert notes == ("ptxas C7512: wgmma.mma_async instructions are serialized due to insufficient register "
+                     "resources",)
+    assert performance_notes(PTXAS_SERIALIZED.splitlines(keepends=True)[1]) == ()
+    sm120 = get_target("sm120")
+    assert decide(sm120, _resources(50_000), notes) == Decision("shipped", None, notes)
+    assert decide(sm120, _resources(50_000)) == Decision("shipped", None, ())

@@ -237,7 +237,7 @@ def parse_table_stem(stem: str) -> tuple[str, int]:
 
 # ---------------------------------------------------------------------------------------------- artifact records
 
-RECORD_SCHEMA = 6  # bump when a field of ArtifactRecord or Resources changes
+RECORD_SCHEMA = 7  # bump when a field of ArtifactRecord or Resources changes (7: warnings hold ptxas's notes)
 STATUSES = ("shipped", "pruned")
 KINDS = ("split", "combine")
 
