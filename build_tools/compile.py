@@ -31,9 +31,11 @@ TRITON_NUM_STAGES = 1
 PTXAS_FLAGS = ("-lineinfo", "-suppress-debug-info", "-v")
 PTX_TARGET_LINE = re.compile(r"^\.target sm_\w+", flags=re.MULTILINE)
 # What ptxas (-v) says it lost, e.g. "(C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized
-# due to insufficient register resources for the function '...'": the artifact's warnings, never dropped.
-PTXAS_PERFORMANCE_NOTE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.+?)(?: for the function '[^']*')?\.?$",
-                                    flags=re.MULTILINE)
+# due to insufficient register resources for the function '...'" or "(C7515) ... in the function '...' in line 1811":
+# the artifact's warnings, never dropped.
+PTXAS_PERFORMANCE_NOTE = re.compile(
+    r"\((C\d+)\) Potential Performance Loss: (.+?)(?: (?:for|in) the function '[^']*'(?: in line \d+)?)?\.?$",
+    flags=re.MULTILINE)
 
 
 @dataclass(frozen=True)

@@ -535,6 +535,10 @@ ptxas info    : 11 bytes gmem
 ptxas info    : Compiling entry function 'sparse_mla_split_model1_wgf8_bh32_bt64_w4_s2' for 'sm_90a'
 ptxas info    : Used 128 registers, used 5 barriers
 """
+PTXAS_NON_WGMMA = """ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due \
+to non wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in \
+the function 'sparse_mla_split_v32_fused_bh64_bt16_w8_s1' in line 1811
+"""
 
 
 def test_ptxas_performance_notes_become_the_artifacts_warnings():
@@ -545,6 +549,9 @@ def test_ptxas_performance_notes_become_the_artifacts_warnings():
     assert notes == ("ptxas C7512: wgmma.mma_async instructions are serialized due to insufficient register "
                      "resources",)
     assert performance_notes(PTXAS_SERIALIZED.splitlines(keepends=True)[1]) == ()
+    assert performance_notes(PTXAS_NON_WGMMA) == (  # main's v32 fused block_h 64, 8-warp, 1-tile cubins (sm90)
+        "ptxas C7515: wgmma.mma_async instructions are serialized due to non wgmma instructions defining "
+        "accumulator registers of a wgmma between start and end of the pipeline stage",)
     sm120 = get_target("sm120")
     assert decide(sm120, _resources(50_000), notes) == Decision("shipped", None, notes)
     assert decide(sm120, _resources(50_000)) == Decision("shipped", None, ())
