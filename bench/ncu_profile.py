@@ -4,7 +4,7 @@
 the share of warp-stall samples per SASS opcode, and the instructions where warps stall most. GPU host with `ncu`
 on PATH; writes the reports and the per-instruction CSV under $OUT (or --out).
 
-    python bench/ncu_profile.py --point v32/h128/topk2048:128 --point model1/h16/topk512:128:bh16_bt64_w4_s1x2
+    python bench/ncu_profile.py --point v32/h128/topk2048:128 --point model1/h16/topk512:128:fused_bh16_bt64_w4_s1x2
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ PIPE_SUFFIX = ".avg.pct_of_peak_sustained_active"
 
 
 def parse_point(text: str) -> tuple[str, int, str | None]:
-    """shape:batch[:variantxsplits], e.g. v32/h128/topk2048:128 or model1/h16/topk512:128:bh16_bt64_w4_s1x2."""
+    """shape:batch[:variantxsplits], e.g. v32/h128/topk2048:128 or model1/h16/topk512:128:fused_bh16_bt64_w4_s1x2."""
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise argparse.ArgumentTypeError(f"--point must be shape:batch[:variantxsplits]; got {text!r}")
@@ -52,7 +52,7 @@ def parse_point(text: str) -> tuple[str, int, str | None]:
 
 
 def force_for(kv_format: str, choice: str | None) -> str | None:
-    """'bh16_bt64_w4_s1x2' -> the SPARSE_MLA_AOT_FORCE spec of that variant at 2 splits."""
+    """'fused_bh16_bt64_w4_s1x2' -> the SPARSE_MLA_AOT_FORCE spec of that variant at 2 splits."""
     if choice is None:
         return None
     from sparse_mla_aot import dispatch

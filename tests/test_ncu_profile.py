@@ -35,3 +35,13 @@ def test_a_point_ncu_could_not_profile_fails_the_run(monkeypatch, tmp_path, caps
     assert "pipe issue, % of peak: alu 32.0" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", argv[:-2])
     ncu_profile.main()  # every point profiled: no exit
+
+
+def test_the_documented_point_forces_its_variant_and_split_count():
+    """The usage line's --point (shape:batch:<family>_bh.._bt.._w.._s..x<splits>) parses and forces that variant, so
+    a profile of a variant the tables do not choose runs as written."""
+    shape, batch, choice = ncu_profile.parse_point("model1/h16/topk512:128:fused_bh16_bt64_w4_s1x2")
+    assert (shape, batch) == ("model1/h16/topk512", 128)
+    assert ncu_profile.force_for("model1", choice) == ("family=fused,block_h=16,block_t=64,num_warps=4,num_stages=1,"
+                                                       "num_splits=2")
+    assert "fused_bh16_bt64_w4_s1x2" in ncu_profile.__doc__
