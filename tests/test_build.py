@@ -542,7 +542,7 @@ the function 'sparse_mla_split_v32_fused_bh64_bt16_w8_s1' in line 1811
 
 
 def test_ptxas_performance_notes_become_the_artifacts_warnings():
-    """ptxas -v says when it serialized wgmmas for lack of registers (the block_h 32 cubins of
+    """ptxas -v says when it serialized wgmmas for lack of registers (as for the first block_h 32 cubins of
     bench/logs/wg23/wgf8.patch): the note, without the function's name, is one of the variant's warnings in its
     record and the report; a clean compile has none."""
     notes = performance_notes(PTXAS_SERIALIZED + PTXAS_SERIALIZED)  # once each
